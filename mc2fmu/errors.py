@@ -1,0 +1,58 @@
+"""The one error hierarchy of mc2fmu.
+
+Every error a user can cause derives from :class:`Mc2fmuError`; the CLI turns it into
+a message on stderr and a non-zero exit, never a traceback.  A message names the file,
+the item (row, column, body, key), the value, the rule and, where there is one, the fix.
+Validators collect every problem they find and raise once with all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class Mc2fmuError(Exception):
+    """Base class of every error mc2fmu reports to a user.
+
+    ``problems`` holds one line per problem found; ``str(err)`` joins them.
+    """
+
+    def __init__(self, problems: str | Iterable[str]):
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems: list[str] = list(problems)
+        if not self.problems:
+            raise ValueError("an Mc2fmuError needs at least one problem")
+        super().__init__("\n".join(self.problems))
+
+
+class MechanismError(Mc2fmuError):
+    """The mechanism description (TOML/JSON) is malformed or physically invalid."""
+
+
+class PoseDataError(Mc2fmuError):
+    """A pose export (CSV/NPZ run file) is malformed or inconsistent with the mechanism."""
+
+
+class DatasetError(Mc2fmuError):
+    """A natural-coordinate dataset (.npz written by `mc2fmu ingest`) cannot be used."""
+
+
+class AdapterError(Mc2fmuError):
+    """A tool-specific reader (e.g. MuJoCo) cannot convert its input."""
+
+
+class TrainingError(Mc2fmuError):
+    """Training arguments are invalid or training failed (e.g. a NaN loss)."""
+
+
+class ModelError(Mc2fmuError):
+    """A trained model artifact is missing, incomplete or inconsistent."""
+
+
+class ExportError(Mc2fmuError):
+    """ONNX or FMU export failed, or an exported graph disagrees with the model."""
+
+
+class ValidationError(Mc2fmuError):
+    """An FMU could not be validated against reference runs."""

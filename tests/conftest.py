@@ -1,0 +1,92 @@
+"""Shared fixtures: a small analytic mechanism and its pose exports.
+
+The analytic motion is a rigid body spinning and translating with closed-form position,
+rotation, velocity and angular velocity, so checks have an independent reference.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mc2fmu.poses import write_run
+
+MECHANISM_TOML = textwrap.dedent(
+    """\
+    name = "toy"
+    gravity = [0.0, -9.81, 0.0]
+
+    [[bodies]]
+    name = "arm"
+    mass = 2.0
+    com = [0.2, 0.05, 0.0]
+    inertia = [0.01, 0.03, 0.035]
+
+    [[bodies]]
+    name = "rod"
+    mass = 1.3
+    com = [0.0, 0.0, 0.0]
+    inertia = [[0.2, 0.0, 0.0], [0.0, 0.2, 0.0], [0.0, 0.0, 0.0]]
+
+    [[inputs]]
+    name = "tau"
+    kind = "torque"
+    body = "arm"
+    direction = [0, 0, 1]
+
+    [[inputs]]
+    name = "F"
+    kind = "force"
+    body = "rod"
+    direction = [0, 1, 0]
+    point = [0.0, 0.0, 0.5]
+    """
+)
+
+
+def rotation_about(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """Rodrigues: rotation matrices (n, 3, 3) about a unit axis by angles (n,)."""
+    a = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    s, c = np.sin(angle)[:, None, None], np.cos(angle)[:, None, None]
+    return np.eye(3) + s * K + (1 - c) * (K @ K)
+
+
+def analytic_motion(n: int = 201, dt: float = 1e-2):
+    """Two bodies in closed form: origins, rotations, COM velocities, angular velocities, inputs."""
+    t = np.arange(n) * dt
+    ax0, ax1 = np.array([0.0, 0.0, 1.0]), np.array([1.0, 2.0, 0.5]) / np.linalg.norm([1.0, 2.0, 0.5])
+    th0, th0d = 0.8 * np.sin(2.0 * t), 1.6 * np.cos(2.0 * t)
+    th1, th1d = 0.5 * t + 0.3 * np.sin(3.0 * t), 0.5 + 0.9 * np.cos(3.0 * t)
+    R = np.stack([rotation_about(ax0, th0), rotation_about(ax1, th1)], axis=1)
+    omega = np.stack([th0d[:, None] * ax0, th1d[:, None] * ax1], axis=1)
+    # body origins move on smooth curves; COM velocity = origin velocity + omega x (R com)
+    o0 = np.stack([0.1 * np.sin(t), 0.2 * np.cos(t), 0 * t], 1)
+    o0d = np.stack([0.1 * np.cos(t), -0.2 * np.sin(t), 0 * t], 1)
+    o1 = np.stack([1 + 0.3 * t, 0.5 * np.sin(2 * t), 0.1 * np.cos(t)], 1)
+    o1d = np.stack([0.3 + 0 * t, np.cos(2 * t), -0.1 * np.sin(t)], 1)
+    origin = np.stack([o0, o1], axis=1)
+    coms = [np.array([0.2, 0.05, 0.0]), np.zeros(3)]
+    v_com = np.stack(
+        [od + np.cross(omega[:, k], R[:, k] @ coms[k]) for k, od in enumerate([o0d, o1d])], axis=1
+    )
+    u = np.stack([np.sin(t), 3.0 * np.cos(0.5 * t)], axis=1)
+    return dict(t=t, origin=origin, rotation=R, v_com=v_com, omega=omega, u=u)
+
+
+@pytest.fixture()
+def toy_mechanism(tmp_path: Path) -> Path:
+    path = tmp_path / "toy.toml"
+    path.write_text(MECHANISM_TOML)
+    return path
+
+
+@pytest.fixture()
+def toy_run(tmp_path: Path) -> Path:
+    m = analytic_motion()
+    path = tmp_path / "run.csv"
+    write_run(path, m["t"], ["arm", "rod"], m["origin"], m["rotation"], ["tau", "F"], m["u"])
+    return path
