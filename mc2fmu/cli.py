@@ -90,7 +90,73 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s): .csv, .csv.gz or .npz")
     p.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="dataset to write")
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser(
+        "train", help="learn minimal coordinates and the reduced ODE -> model directory",
+        description=TRAIN_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
+    p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s), or one dataset .npz from `mc2fmu ingest`")
+    p.add_argument("--dof", type=int, required=True, metavar="N", help="number of minimal coordinates (the mechanism's DOF)")
+    p.add_argument("--coords", metavar="COL,...", default="",
+                   help="known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is trained)")
+    p.add_argument("--angles", default="auto", metavar="auto|none|I,...",
+                   help="angle-type coordinates (cos/sin decoder input) for full revolutions; auto detects them (default)")
+    p.add_argument("--hidden", default="32,32", metavar="W,...", help="decoder hidden widths (default 32,32; 64,64 for 2+ DOF is advisable)")
+    p.add_argument("--encoder-hidden", default="64,64", metavar="W,...", help="encoder hidden widths (default 64,64)")
+    p.add_argument("--activation", default="tanh", help="tanh (default), sigmoid or softplus")
+    p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")
+    p.add_argument("--samples", type=int, default=2000, help="time triplets used for training (default 2000)")
+    p.add_argument("--adam-epochs", type=int, default=1500, help="Adam epochs before L-BFGS (default 1500)")
+    p.add_argument("--lbfgs-iters", type=int, default=400, help="L-BFGS iterations (default 400)")
+    p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+    p.add_argument("--dyn-weight", type=float, default=1.0, help="weight of the dynamics term (0: the paper's L_rec alone)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL_DIR", help="model directory to write")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser(
+        "simulate", help="roll a trained model out on a run's inputs -> pose CSV",
+        description=SIMULATE_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
+    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file the run belongs to")
+    p.add_argument("run", metavar="RUN", help="pose export whose initial state and inputs drive the model")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="poses + q, qd, envelope (.csv, .csv.gz, .npz)")
+    p.set_defaults(func=_cmd_simulate)
     return parser
+
+
+TRAIN_HELP = """\
+Learn the mechanism's minimal coordinates q and its reduced ODE
+M_m(q) qdd = J^T f(h_d(q), u) - G_m(q)[qd, qd] from natural-coordinate data.
+
+Two modes:
+  --dof N                 unknown coordinates: a full autoencoder learns h_e: x -> q and
+                          h_d: q -> x (the paper's section 4.2.1)
+  --dof N --coords C,...  known coordinates: q are the named pose columns (positions
+                          <body>.x|y|z or rotation entries <body>.R11..R33); only h_d is
+                          trained (section 4.2.2)
+
+Loss: reconstruction + a dynamics term (the one-step prediction error taken as an
+acceleration in decoded space), each divided by its data scale.  Adam, then L-BFGS, on a
+subsample of time triplets; 95/5 split, the best validation weights are kept.
+
+The result is a directory: model.json (mechanism, layout, dof, dt, architecture,
+normalisation, training envelope, initial state, metrics, versions, seed) + weights.npz.
+
+examples:
+  mc2fmu train examples/four_bar/mechanism.toml examples/four_bar/runs/train.csv.gz --dof 1 -o out/four_bar
+  mc2fmu train examples/two_bar/mechanism.toml examples/two_bar/runs/train.csv.gz --dof 2 \\
+      --coords base1.y,base2.y --hidden 64,64 -o out/two_bar
+"""
+
+SIMULATE_HELP = """\
+Roll a trained reduced model out from a run's initial state with the run's inputs, and
+write poses in the pose-export layout (so any tool can compare them with the run), plus
+q[i], qd[i] and envelope (0 inside the training range, growing outside).  Prints the
+position NRMSE against the run and when the envelope flag first rose.
+"""
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -104,6 +170,79 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         print(f"  {run.name:<12} {len(run.t):>7} samples  dt {run.dt:.6g} s  "
               f"{run.t[-1] - run.t[0]:.6g} s  rigidity residual {ds.rigidity[k]:.2e} m")
     return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .train import TrainConfig, fit
+
+    cfg = TrainConfig(
+        dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=_int_list(args.hidden, "--hidden"),
+        encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
+        step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, lbfgs_iters=args.lbfgs_iters,
+        adam_lr=args.lr, dyn_weight=args.dyn_weight, seed=args.seed,
+    )
+    with _progress_bar(args.quiet) as progress:
+        meta = fit(args.mechanism, args.runs, cfg, args.output, progress)
+    m = meta["training"]["metrics"]
+    kind = "known coordinates " + ",".join(meta["coords"]) if meta["coords"] else "autoencoder"
+    angles = " (angle-type: " + ",".join(str(i + 1) for i, a in enumerate(meta["angles"]) if a) + ")" if any(meta["angles"]) else ""
+    print(f"wrote {args.output}: {meta['dof']} minimal coordinate(s), {kind}{angles}, dt {meta['dt']:g} s")
+    print(f"  {m['train_seconds']:.1f} s, loss: reconstruction {m['rec']:.3e}, dynamics {m['dyn']:.3e}, validation {m['val_loss']:.3e}")
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from .simulate import simulate_file
+
+    summary = simulate_file(args.model, args.mechanism, args.run, args.output)
+    print(f"wrote {args.output}: {summary['samples']} samples")
+    print(f"  position NRMSE {100 * summary['nrmse']:.3f} %, max position error {summary['max_position_error']:.3e} m, "
+          f"max rotation error {summary['max_rotation_error']:.3e} rad")
+    left = summary["envelope_first_exit"]
+    print("  stayed inside the training envelope" if left is None else f"  left the training envelope at t = {left:.3f} s")
+    return 0
+
+
+def _csv_list(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    from .errors import TrainingError
+
+    try:
+        widths = tuple(int(s) for s in _csv_list(text))
+    except ValueError:
+        raise TrainingError(f"{option} {text!r}: give comma-separated positive integers, e.g. 32,32") from None
+    if not widths or min(widths) < 1:
+        raise TrainingError(f"{option} {text!r}: give comma-separated positive integers, e.g. 32,32")
+    return widths
+
+
+class _progress_bar:
+    """A tqdm bar fed by training progress entries (epochs, losses, time left)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.bar = None
+
+    def __enter__(self):
+        if self.quiet:
+            return None
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=1000, unit="", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}",
+                        desc="training", file=sys.stderr)
+        return self.update
+
+    def update(self, e: dict) -> None:
+        self.bar.n = int(1000 * e["done"])
+        self.bar.set_postfix_str(f"{e['stage']} {e['iter']} loss {e['loss']:.2e} (rec {e['rec']:.1e} dyn {e['dyn']:.1e}) val {e['val']:.2e}")
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+        return False
 
 
 class _CliLogFormatter(logging.Formatter):

@@ -293,7 +293,7 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
         opt.step()
         sched.step()
         if ep % 25 == 0 or ep == cfg.adam_epochs - 1:
-            record("adam", ep + 1, float(loss), parts)
+            record("adam", ep + 1, loss.item(), parts)
 
     if cfg.lbfgs_iters:
         model.load_state_dict(best["state"])
@@ -310,7 +310,7 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
 
         for it in range(0, cfg.lbfgs_iters, 20):
             loss = lbfgs.step(closure)
-            record("lbfgs", min(it + 20, cfg.lbfgs_iters), float(loss), state["parts"])
+            record("lbfgs", min(it + 20, cfg.lbfgs_iters), loss.item(), state["parts"])
 
     model.load_state_dict(best["state"])
     with torch.no_grad():
@@ -319,3 +319,52 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
     metrics = {"val_loss": best["val"], "rec": parts["rec"], "dyn": parts["dyn"], "triplets": n,
                "train_seconds": seconds}
     return TrainResult(model, angles, history, metrics, seconds)
+
+
+def load_training_data(mechanism_path, run_paths) -> Dataset:
+    """Runs are pose exports (ingested here) or one dataset written by `mc2fmu ingest`."""
+    from pathlib import Path
+
+    from .dataset import ingest, load_dataset
+
+    paths = [Path(p) for p in run_paths]
+    if len(paths) == 1 and paths[0].suffix == ".npz" and paths[0].exists():
+        with np.load(paths[0], allow_pickle=False) as d:
+            is_dataset = "meta" in d.files and "x" in d.files
+        if is_dataset:
+            return load_dataset(paths[0])
+    return ingest(mechanism_path, paths)
+
+
+def fit(mechanism_path, run_paths, cfg: TrainConfig, out_dir, progress: Callable[[dict], None] | None = None) -> dict:
+    """``mc2fmu train``: data -> trained model artifact directory.  Returns model.json's content."""
+    from .artifact import describe_training_data, save_model
+
+    ds = load_training_data(mechanism_path, run_paths)
+    result = train(ds, cfg, progress)
+    model = result.model
+    envelope, initial = describe_training_data(model, result.angles, ds.runs(), float(ds.dt[0]))
+    dec = model.decoder
+    meta = {
+        "mechanism": ds.mechanism.to_dict(),
+        "layout": ds.layout.to_dict(),
+        "coordinates": ds.coordinate_names,
+        "inputs": ds.mechanism.input_names,
+        "dof": cfg.dof,
+        "coords": list(cfg.coords),
+        "mode": "known" if cfg.coords else "autoencoder",
+        "angles": result.angles,
+        "dt": float(ds.dt[0]),
+        "architecture": {"hidden": list(cfg.hidden), "encoder_hidden": list(cfg.encoder_hidden),
+                         "activation": cfg.activation, "step_map": cfg.step_map},
+        "normalisation": {"q_mean": dec.q_mean.tolist(), "q_scale": dec.q_scale.tolist(),
+                          "x_mean": dec.x_mean.tolist(), "x_scale": dec.x_scale.tolist()},
+        "envelope": envelope.to_dict(),
+        "initial_state": initial,
+        "training": {"runs": list(ds.run_names), "samples": int(len(ds.t)),
+                     "duration": float(ds.run(0).t[-1] - ds.run(0).t[0]), "metrics": result.metrics,
+                     "config": cfg.to_dict()},
+        "seed": cfg.seed,
+    }
+    save_model(out_dir, model, meta)
+    return meta
