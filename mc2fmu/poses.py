@@ -358,6 +358,9 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it owner-only; give it a normal file's mode
     tmp_path = Path(tmp)
     try:
         yield tmp_path
@@ -421,7 +424,7 @@ def write_run(
             data = buf.getvalue().encode()
             if path.name.endswith(".gz"):
                 # mtime=0: identical bytes for identical data, so regenerated files do not churn
-                with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+                with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz:
                     gz.write(data)
             else:
                 tmp.write_bytes(data)

@@ -90,3 +90,31 @@ def toy_run(tmp_path: Path) -> Path:
     path = tmp_path / "run.csv"
     write_run(path, m["t"], ["arm", "rod"], m["origin"], m["rotation"], ["tau", "F"], m["u"])
     return path
+
+
+# ---------------------------------------------------------------------------- Exudyn reference data
+
+
+@pytest.fixture(scope="session")
+def reference_dir(tmp_path_factory) -> Path:
+    """A session folder for generated reference runs (Exudyn, deterministic)."""
+    return tmp_path_factory.mktemp("reference")
+
+
+_RUN_CACHE: dict[tuple[str, str], dict] = {}
+
+
+@pytest.fixture(scope="session")
+def reference_run(reference_dir):
+    """``reference_run(name, excitation)``: simulate once per session, write the run file and
+    ``mechanism.toml`` into the session folder; returns the engine's arrays plus ``path``."""
+    pytest.importorskip("exudyn")
+    from examples.reference import write_run_file
+
+    def get(name: str, excitation: str = "train") -> dict:
+        key = (name, excitation)
+        if key not in _RUN_CACHE:
+            _RUN_CACHE[key] = write_run_file(name, excitation, reference_dir)
+        return _RUN_CACHE[key]
+
+    return get

@@ -1,0 +1,306 @@
+"""The four reference mechanisms, one builder each.
+
+Every builder returns an engine-neutral :class:`~examples._model.Model` whose reference
+configuration is the static equilibrium the runs start from (at rest).  Only gravity and the
+inputs act: there are no springs or dampers, so every mechanism is a gravity pendulum or has
+its weight carried by the constant part of its inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import brentq
+
+from ._model import Body, Input, Joint, Model, Waveform, box_inertia, frame, rot_z
+
+G = 9.81
+
+
+def _angle_of_x_axis(rotation: np.ndarray, k: int) -> np.ndarray:
+    """In-plane angle (rad, unwrapped) of body k's x axis, from (n, n_b, 3, 3) rotations."""
+    return np.unwrap(np.arctan2(rotation[:, k, 1, 0], rotation[:, k, 0, 0]))
+
+
+def _circle_intersection(p, r_p, q, r_q, below: bool) -> np.ndarray:
+    """The intersection of two circles in the xy plane, the lower one if ``below``."""
+    d = q - p
+    dist = math.hypot(d[0], d[1])
+    along = (r_p**2 - r_q**2 + dist**2) / (2.0 * dist)
+    h = math.sqrt(r_p**2 - along**2)
+    e = d / dist
+    n = np.array([-e[1], e[0]])
+    a, b = p + along * e + h * n, p + along * e - h * n
+    return (a if a[1] < b[1] else b) if below else (a if a[1] > b[1] else b)
+
+
+def _direction(p, q) -> float:
+    """Angle (rad) of the in-plane direction from p to q."""
+    return math.atan2(q[1] - p[1], q[0] - p[0])
+
+
+def _in_plane(xy) -> np.ndarray:
+    """The 3D point (x, y, 0) of a point of the plane z = 0."""
+    return np.array([xy[0], xy[1], 0.0])
+
+
+# ---------------------------------------------------------------------------- four-bar
+
+
+def four_bar() -> Model:
+    """Planar four-bar hanging under gravity (-y), 1 DOF.
+
+    Geometry (plane z = 0): ground pivots A0 = (0, 0) and B0 = (0.5, 0); crank A0-A
+    (0.3 m), coupler A-B (0.5 m), rocker B0-B (0.4 m): a Grashof crank-rocker hanging below
+    its pivots.  Body frames: crank at A0 (COM 0.12 m out on its axis) and coupler at A (COM
+    off its axis, a bent link), x along the link; rocker frame at its COM.  Joints:
+    revolutes A0, A, B0; the loop is closed at B by a pin that constrains only the in-plane
+    position.  Input ``tau``: torque about global z on the crank.  The run starts at rest in
+    the hanging equilibrium (tau = 0), solved from the closed-form loop kinematics.
+    Excitations: ``train`` a three-tone torque (0.19, 0.33, 0.47 Hz, below the 0.90 Hz
+    pendulum mode); ``low`` 0.5x; ``shape`` a four-tone torque of smaller reach; ``high`` 1.7x.
+    """
+    a, b, c, d = 0.3, 0.5, 0.4, 0.5
+    A0, B0 = np.array([0.0, 0.0]), np.array([d, 0.0])
+    crank = dict(mass=1.2, com=(0.12, 0.0, 0.0), inertia=box_inertia(1.2, (0.3, 0.03, 0.01)))
+    coupler = dict(mass=1.6, com=(0.25, 0.03, 0.0), inertia=box_inertia(1.6, (0.5, 0.06, 0.01)))
+    rocker = dict(mass=1.4, com=(0.0, 0.0, 0.0), inertia=box_inertia(1.4, (0.4, 0.03, 0.01)))
+
+    def pose(theta):
+        A = A0 + a * np.array([math.cos(theta), math.sin(theta)])
+        B = _circle_intersection(A, b, B0, c, below=True)
+        return A, B, _direction(A, B), _direction(B0, B)
+
+    def com_heights(theta):
+        A, B, phi_c, phi_r = pose(theta)
+        y_crank = crank["com"][0] * math.sin(theta)  # crank COM on its axis
+        R = rot_z(phi_c)[:2, :2]
+        y_coupler = (A + R @ np.array(coupler["com"][:2]))[1]
+        y_rocker = (B0 + 0.5 * (B - B0))[1]  # rocker frame (and COM) at the link midpoint
+        return crank["mass"] * y_crank + coupler["mass"] * y_coupler + rocker["mass"] * y_rocker
+
+    def dV(theta, h=1e-5):  # potential energy slope, the gravity torque on the crank
+        return G * (com_heights(theta + h) - com_heights(theta - h)) / (2 * h)
+
+    theta0 = brentq(dV, -math.pi / 2 - 0.8, -math.pi / 2 + 0.8, xtol=1e-15)
+    A, B, phi_c, phi_r = pose(theta0)
+    bodies = (
+        Body("crank", position=_in_plane(A0), rotation=rot_z(theta0), **crank),
+        Body("coupler", position=_in_plane(A), rotation=rot_z(phi_c), **coupler),
+        Body("rocker", position=_in_plane(B0 + 0.5 * (B - B0)), rotation=rot_z(phi_r), **rocker),
+    )
+    joints = (
+        Joint("pivot_A0", "revolute", ("ground", "crank"), _in_plane(A0)),
+        Joint("pin_A", "revolute", ("crank", "coupler"), _in_plane(A)),
+        Joint("pivot_B0", "revolute", ("ground", "rocker"), _in_plane(B0)),
+        Joint("pin_B", "planar_pin", ("coupler", "rocker"), _in_plane(B)),
+    )
+    return Model(
+        name="four_bar",
+        summary="planar four-bar hanging under gravity, torque on the crank",
+        gravity=(0.0, -G, 0.0),
+        bodies=bodies,
+        joints=joints,
+        inputs=(Input("tau", "torque", "crank", (0.0, 0.0, 1.0)),),
+        static_inputs=(0.0,),
+        train=(Waveform(((1.4, 0.19), (-0.85, 0.33), (-0.55, 0.47))),),
+        shape=(Waveform(((0.55, 0.14), (0.5, 0.26), (-0.6, 0.38), (-0.45, 0.55))),),
+        coordinates=lambda origin, rotation: {"crank_angle": _angle_of_x_axis(rotation, 0)},
+    )
+
+
+# ---------------------------------------------------------------------------- slider-crank
+
+
+def slider_crank() -> Model:
+    """Slider-crank hanging under gravity (-y), 1 DOF.
+
+    Geometry (plane z = 0): crank pivoted at the origin (0.15 m, COM 0.08 m from the pivot
+    on its axis), connecting rod 0.45 m from the crank pin A to the slider pin S, slider on a
+    horizontal guide along x through the pivot (in-line).  The crank and rod COMs lie on the
+    link axes, so the potential energy is proportional to sin(crank angle) and the hanging
+    position (crank angle -90 deg, crank pin straight below the pivot) is the exact static
+    equilibrium; the slider's weight is carried by the guide.  Body frames: crank at the
+    pivot, rod at A (x along A->S), slider at S (COM offset from the pin).  Joints: revolutes at
+    the pivot and at A, prismatic slider-ground along x, and a pin at S constraining only the
+    in-plane position (closes the loop).  Input ``tau``: torque about global z on the crank.
+    The crank oscillates around -90 deg and stays clear of the dead centres (0 and -180 deg).
+    Excitations: ``train`` three tones (0.19, 0.33, 0.47 Hz, below the 0.85 Hz pendulum
+    mode); ``low`` 0.5x; ``shape`` a four-tone torque of smaller reach; ``high`` 1.7x.
+    """
+    r, l = 0.15, 0.45
+    theta0 = -math.pi / 2
+    A = np.array([r * math.cos(theta0), r * math.sin(theta0), 0.0])
+    S = np.array([math.sqrt(l * l - A[1] ** 2) + A[0], 0.0, 0.0])
+    phi0 = _direction(A, S)
+    bodies = (
+        Body("crank", 1.5, (0.08, 0.0, 0.0), box_inertia(1.5, (0.2, 0.04, 0.015)), np.zeros(3), rot_z(theta0)),
+        Body("rod", 0.9, (0.18, 0.0, 0.0), box_inertia(0.9, (0.45, 0.03, 0.01)), A, rot_z(phi0)),
+        Body("slider", 0.8, (0.02, -0.01, 0.0), box_inertia(0.8, (0.1, 0.05, 0.05)), S, np.eye(3)),
+    )
+    joints = (
+        Joint("pivot", "revolute", ("ground", "crank"), np.zeros(3)),
+        Joint("crank_pin", "revolute", ("crank", "rod"), A),
+        Joint("guide", "prismatic", ("ground", "slider"), S),
+        Joint("slider_pin", "planar_pin", ("rod", "slider"), S),
+    )
+    return Model(
+        name="slider_crank",
+        summary="slider-crank hanging under gravity, torque on the crank",
+        gravity=(0.0, -G, 0.0),
+        bodies=bodies,
+        joints=joints,
+        inputs=(Input("tau", "torque", "crank", (0.0, 0.0, 1.0)),),
+        static_inputs=(0.0,),
+        train=(Waveform(((0.45, 0.19), (-0.25, 0.33), (-0.2, 0.47))),),
+        shape=(Waveform(((0.2, 0.14), (0.15, 0.26), (-0.2, 0.38), (-0.15, 0.55))),),
+        coordinates=lambda origin, rotation: {
+            "crank_angle": _angle_of_x_axis(rotation, 0),
+            "slider_x": origin[:, 2, 0],
+        },
+    )
+
+
+# ---------------------------------------------------------------------------- two-bar
+
+
+def two_bar() -> Model:
+    """The two-bar actuator of Angeli et al. (2020, sect. 5.2, Table 2), 2 DOF, gravity -y.
+
+    Geometry (plane z = 0): the short bar (2.9 kg, 0.7071 m, J = 0.1208 transverse) slides
+    with its base A on the line x = 0, the long bar (1.3 kg, 1.4142 m, J = 0.2167) with its
+    base B on the line x = 1.5; the bars' tips are pinned together at P below the bases.
+    Reference configuration: A = (0, 0), B = (1.5, 0.3).  Slender rods: the axial inertia is
+    exactly 0 as in the paper; the out-of-plane rotations are constrained at the bases, which
+    is what makes that work.  Body frames at the bases, x along the bar, COM at mid-length.
+    Joints: at each base a pin that slides along global y and turns about z; at P a pin
+    constraining only the in-plane position (closes the loop).  Inputs ``F1``, ``F2``: forces
+    along global y at A and B.  Each is a constant support force (solved by the engine so
+    that the reference configuration is a static equilibrium: 27.56 N and 13.64 N, together
+    the whole weight) plus an excitation.  The bases' common motion then obeys ``M a = F1 + F2 - M g``
+    exactly (the guides carry no y force), and zero-sum cosine excitations keep it bounded;
+    the relative motion is a gravity-stable pendulum mode as long as P hangs below the bases.
+    Excitations: ``train`` three tones on each force (1.2-3.1 Hz, above the 0.75 Hz relative
+    mode); ``low`` 0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
+    """
+    L1, L2 = math.sqrt(0.5), math.sqrt(2.0)
+    A, B = np.array([0.0, 0.0]), np.array([1.5, 0.3])
+    P = _circle_intersection(A, L1, B, L2, below=True)
+    phi1, phi2 = _direction(A, P), _direction(B, P)
+    bodies = (
+        Body("short_bar", 2.9, (L1 / 2, 0.0, 0.0), (0.0, 0.1208, 0.1208), _in_plane(A), rot_z(phi1)),
+        Body("long_bar", 1.3, (L2 / 2, 0.0, 0.0), (0.0, 0.2167, 0.2167), _in_plane(B), rot_z(phi2)),
+    )
+    joints = (
+        Joint("slider_A", "vertical_slider_pin", ("ground", "short_bar"), _in_plane(A)),
+        Joint("slider_B", "vertical_slider_pin", ("ground", "long_bar"), _in_plane(B)),
+        Joint("tip", "planar_pin", ("short_bar", "long_bar"), _in_plane(P)),
+    )
+
+    def coordinates(origin, rotation):
+        x1, x2 = rotation[:, 0, :, 0], rotation[:, 1, :, 0]
+        return {
+            "y_A": origin[:, 0, 1],
+            "y_B": origin[:, 1, 1],
+            "sin_bar_angle": np.abs(np.cross(x1, x2)[:, 2]),  # 0 = the bars are collinear (singular)
+        }
+
+    return Model(
+        name="two_bar",
+        summary="two-bar actuator (Angeli et al. 2020, Table 2): two sliding bases, forces along y",
+        gravity=(0.0, -G, 0.0),
+        bodies=bodies,
+        joints=joints,
+        inputs=(
+            Input("F1", "force", "short_bar", (0.0, 1.0, 0.0), (0.0, 0.0, 0.0)),
+            Input("F2", "force", "long_bar", (0.0, 1.0, 0.0), (0.0, 0.0, 0.0)),
+        ),
+        static_inputs=None,
+        train=(
+            Waveform(((3.6, 1.2), (-2.1, 1.9), (-1.5, 2.7))),
+            Waveform(((-3.0, 1.4), (1.8, 2.2), (1.2, 3.1))),
+        ),
+        shape=(
+            Waveform(((1.8, 1.1), (1.8, 1.6), (-1.8, 2.3), (-1.8, 3.3))),
+            Waveform(((-1.8, 1.3), (1.35, 1.8), (1.35, 2.5), (-0.9, 3.4))),
+        ),
+        coordinates=coordinates,
+    )
+
+
+# ---------------------------------------------------------------------------- MacPherson
+
+
+def macpherson() -> Model:
+    """A spatial MacPherson front suspension (left corner), 1 DOF, gravity -z.
+
+    Bodies and inertias from Angeli et al. (2020, sect. 5.1, Table 1): control arm, tie rod,
+    upper damper, lower damper, knuckle, spindle.  Vehicle axes: x forward, y left
+    (outboard), z up.  Hard points (m): control-arm pivots F (0.15, 0.30, 0.20) and
+    R (-0.20, 0.30, 0.20), ball joint B (0, 0.72, 0.15), strut lower mount L (0, 0.70, 0.38),
+    top mount T (-0.03, 0.62, 0.88), wheel centre W (0, 0.78, 0.30), tie-rod ends
+    I (-0.16, 0.33, 0.26) on the chassis and O (-0.14, 0.70, 0.24) on the knuckle.
+    Joints: control arm - chassis revolute about F-R (the paper's two coaxial spherical
+    joints, which would be redundant); control arm - knuckle spherical at B; knuckle - tie
+    rod spherical at O; tie rod - chassis universal at I (locks the rod's free spin);
+    knuckle - lower damper and knuckle - spindle rigid; lower - upper damper prismatic along
+    the strut axis L-T; upper damper - chassis spherical at T.  6 bodies, 35 constraints,
+    1 DOF, no redundant constraint.  Body frames: control arm at the midpoint of F-R, tie rod
+    at I (y along the rod), dampers at L and T (z along the strut), knuckle at B (vehicle
+    axes; its principal axes follow the strut, so its inertia is a full 3x3), spindle at its
+    hub face H = W - (0, 0.03, 0) (y = spin axis; COM and force point at W, 0.03 m out).
+    Input ``Fz``: vertical force at the wheel centre W, a constant support force (solved by
+    the engine: 100.33 N holds the reference configuration in static equilibrium, since there
+    is no spring) plus an excitation.  Without a spring the wheel's vertical motion is close
+    to a free mass: the remaining geometric stiffness is small but positive (a 0.25 Hz mode),
+    and the zero-sum cosine excitations do not drift.  Excitations: ``train`` three tones
+    (1.1, 1.7, 2.6 Hz); ``low`` 0.5x; ``shape`` four tones of smaller reach; ``high`` 1.7x.
+    """
+    F, R = np.array([0.15, 0.30, 0.20]), np.array([-0.20, 0.30, 0.20])
+    B, L, T = np.array([0.0, 0.72, 0.15]), np.array([0.0, 0.70, 0.38]), np.array([-0.03, 0.62, 0.88])
+    W = np.array([0.0, 0.78, 0.30])
+    hub = np.array([0.0, 0.03, 0.0])  # wheel centre W in the spindle frame (origin at the hub face)
+    I, O = np.array([-0.16, 0.33, 0.26]), np.array([-0.14, 0.70, 0.24])
+    M = 0.5 * (F + R)
+    strut = frame(z=T - L, y=(0.0, 1.0, 0.0))
+    rod = frame(y=O - I, z=(0.0, 0.0, 1.0))
+    eye = np.eye(3)
+
+    arm_com = np.round((F + R + B) / 3.0 - M, 6)  # the triangle's centroid, to the micrometre
+    knuckle_principal = np.diag([0.041, 0.051, 0.035])
+    knuckle_inertia = strut @ knuckle_principal @ strut.T  # body axes = vehicle axes
+    knuckle_inertia = 0.5 * (knuckle_inertia + knuckle_inertia.T)  # exactly symmetric
+    bodies = (
+        Body("control_arm", 3.573, tuple(arm_com), (0.069, 0.037, 0.102), M, eye),
+        Body("tie_rod", 1.10, (0.0, 0.5 * float(np.linalg.norm(O - I)), 0.0), (0.011, 0.00003, 0.011), I, rod),
+        Body("upper_damper", 0.75, (0.0, 0.0, -0.12), (0.009, 0.009, 0.00005), T, strut),
+        Body("lower_damper", 2.85, (0.0, 0.0, 0.16), (0.032, 0.032, 0.002), L, strut),
+        Body("knuckle", 5.65, (0.0, 0.02, 0.12), tuple(map(tuple, knuckle_inertia)), B, eye),
+        Body("spindle", 0.2, tuple(hub), (0.0006, 0.001, 0.0006), W - hub, eye),
+    )
+    joints = (
+        Joint("arm_pivot", "revolute", ("ground", "control_arm"), M, frame(z=F - R)),
+        Joint("ball_joint", "spherical", ("control_arm", "knuckle"), B),
+        Joint("tie_rod_outer", "spherical", ("knuckle", "tie_rod"), O),
+        Joint("tie_rod_inner", "universal", ("ground", "tie_rod"), I, frame(x=O - I, y=(0.0, 0.0, 1.0))),
+        Joint("top_mount", "spherical", ("ground", "upper_damper"), T),
+        Joint("strut_slide", "prismatic", ("upper_damper", "lower_damper"), L + 0.4 * (T - L), frame(x=T - L)),
+        Joint("strut_clamp", "rigid", ("knuckle", "lower_damper"), L),
+        Joint("hub", "rigid", ("knuckle", "spindle"), W),
+    )
+    return Model(
+        name="macpherson",
+        summary="spatial MacPherson suspension (Angeli et al. 2020, Table 1), vertical force at the wheel centre",
+        gravity=(0.0, 0.0, -G),
+        bodies=bodies,
+        joints=joints,
+        inputs=(Input("Fz", "force", "spindle", (0.0, 0.0, 1.0), tuple(hub)),),
+        static_inputs=None,
+        train=(Waveform(((12.0, 1.1), (-7.0, 1.7), (-5.0, 2.6))),),
+        shape=(Waveform(((6.5, 1.0), (5.2, 1.5), (-6.5, 2.2), (-5.2, 3.0))),),
+        coordinates=lambda origin, rotation: {"wheel_z": origin[:, 5, 2] + rotation[:, 5, 2] @ hub},
+    )
+
+
+BUILDERS = {"four_bar": four_bar, "slider_crank": slider_crank, "two_bar": two_bar, "macpherson": macpherson}

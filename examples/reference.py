@@ -1,0 +1,371 @@
+"""Reference data for mc2fmu: four mechanisms simulated with Exudyn (exact index-3 constraints).
+
+Public API
+----------
+``MECHANISMS``, ``EXCITATIONS``
+    the mechanism names and the four excitation cases (train, low, shape, high).
+``mechanism_dict(name)``, ``mechanism_toml(name)``
+    the mechanism description (bodies: mass, COM and inertia about the COM in the body
+    frame; inputs) as a dict and as the text of ``mechanism.toml``.
+``simulate(name, excitation, ...)``
+    one run, 10 s at 1 ms output by default, with the engine's own poses, velocities,
+    angular velocities, input values and kinetic energy, plus checks.
+``write_example(name, out_dir)``
+    ``out_dir/<name>/mechanism.toml`` and ``out_dir/<name>/runs/<excitation>.csv.gz``.
+
+What the run arrays are
+-----------------------
+* ``t``: the output grid ``k * output_step``.  The engine accumulates its time step by step,
+  so its own output times differ from the grid by round-off (``info['time_offset']``,
+  ~1e-13 s); the states are the engine's at those times.
+* ``origin``, ``rotation``: body-frame origin (global) and body -> global rotation matrix,
+  from Exudyn's ``Position`` and ``RotationMatrix`` body sensors.
+* ``velocity_com``: the engine's ``Velocity`` sensor at the COM's body-frame position;
+  ``omega``: the engine's ``AngularVelocity`` (global frame).
+* ``u``: the input values the engine applied, read back from its load sensors
+  (``SensorLoad``, projected on the input direction); identical to the input signal
+  evaluated at the engine's times (checked).
+* ``kinetic_energy``: the engine's own, the sum of its ``KineticEnergy`` body sensors.
+  ``info['kinetic_energy_check']`` compares it with ``0.5 m |v_com|^2 + 0.5 w_b^T J_com w_b``
+  computed from the exported arrays and the mechanism's inertial data (``w_b = R^T omega``).
+* ``joint_error``: the largest constraint violation over the run, recomputed from the
+  exported poses and the joint definitions (m for positions, rad for directions).
+* ``energy_balance``: kinetic + potential energy minus the work of the inputs (power
+  integrated over the output grid with the cumulative Simpson rule), and its drift.
+
+Every run starts at rest in static equilibrium: the hanging pendulums (four-bar, slider-
+crank) at zero input, the weight-carrying mechanisms (two-bar, MacPherson) with constant
+support inputs that the engine solves for.  Runs are deterministic (identical bits).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from scipy.integrate import cumulative_simpson
+
+from . import _exudyn
+from ._model import EXCITATIONS, JOINT_AXES, Model, input_signal
+from .mechanisms import BUILDERS
+
+log = logging.getLogger(__name__)
+
+MECHANISMS = list(BUILDERS)
+EXCITATIONS = list(EXCITATIONS)
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def _builder(name: str):
+    if name not in BUILDERS:
+        raise ValueError(f"unknown mechanism '{name}'; use one of {', '.join(MECHANISMS)}")
+    return BUILDERS[name]
+
+
+@lru_cache(maxsize=None)
+def model(name: str) -> Model:
+    """The mechanism's model; for weight-carrying mechanisms the support inputs are solved."""
+    m = _builder(name)()
+    if m.static_inputs is None:
+        u, _ = _exudyn.support_inputs(m)
+        m = replace(m, static_inputs=tuple(float(v) for v in u))
+    return m
+
+
+@lru_cache(maxsize=None)
+def degrees_of_freedom(name: str) -> dict:
+    """``{'dof': ..., 'redundant': ...}`` from Exudyn's ``ComputeSystemDegreeOfFreedom``."""
+    return _exudyn.degrees_of_freedom(model(name))
+
+
+def mechanism_dict(name: str) -> dict:
+    """The mechanism description in the mc2fmu mechanism-file schema."""
+    m = _builder(name)()
+    bodies = [
+        {
+            "name": b.name,
+            "mass": float(b.mass),
+            "com": [float(c) for c in b.com],
+            "inertia": np.asarray(b.inertia, dtype=float).tolist(),
+        }
+        for b in m.bodies
+    ]
+    inputs = []
+    for inp in m.inputs:
+        entry = {"name": inp.name, "kind": inp.kind, "body": inp.body, "direction": [float(c) for c in inp.direction]}
+        if inp.kind == "force":
+            entry["point"] = [float(c) for c in inp.point]
+        inputs.append(entry)
+    return {"name": m.name, "gravity": [float(g) for g in m.gravity], "bodies": bodies, "inputs": inputs}
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write {value} to TOML")
+        return repr(value)  # shortest text that reads back to the same float
+    return str(value)
+
+
+def mechanism_toml(name: str) -> str:
+    """The text of ``mechanism.toml`` (hand-formatted: the standard library has no TOML writer)."""
+    d = mechanism_dict(name)
+    m = _builder(name)()
+    lines = [
+        f"# {m.name}: {m.summary}.",
+        "# Generated by `python -m examples.generate` from examples/mechanisms.py; do not edit by hand.",
+        f"name = {_toml_value(d['name'])}",
+        f"gravity = {_toml_value(d['gravity'])}",
+    ]
+    for table, rows in (("bodies", d["bodies"]), ("inputs", d["inputs"])):
+        for row in rows:
+            lines += ["", f"[[{table}]]"]
+            lines += [f"{key} = {_toml_value(value)}" for key, value in row.items()]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- simulation
+
+
+def simulate(name: str, excitation: str, t_end: float = 10.0, output_step: float = 1e-3, step: float = 1e-4) -> dict:
+    """Simulate one mechanism under one excitation with Exudyn (see the module docstring).
+
+    Returns a dict: ``t`` (n,), ``body_names``, ``origin`` (n, n_b, 3), ``rotation``
+    (n, n_b, 3, 3), ``velocity_com`` (n, n_b, 3), ``omega`` (n, n_b, 3), ``input_names``,
+    ``u`` (n, n_u), ``kinetic_energy`` (n,), ``joint_error`` (float) and ``joint_errors`` (per
+    joint), ``energy_balance`` (dict), ``coordinates`` (main coordinates, for range checks)
+    and ``info`` (wall time, DOF count, static inputs and the consistency checks).
+    """
+    m = model(name)
+    if excitation not in EXCITATIONS:
+        raise ValueError(f"unknown excitation '{excitation}'; use one of {', '.join(EXCITATIONS)}")
+    ratio = output_step / step
+    if abs(ratio - round(ratio)) > 1e-9:
+        raise ValueError(f"output_step {output_step} must be a whole number of solver steps {step}")
+    signals = [input_signal(s, w) for s, w in zip(m.static_inputs, m.waveforms(excitation), strict=True)]
+    built = _exudyn.build(m, signals, sensors=("poses",))
+    wall = _exudyn.solve(built, t_end, step, output_step)
+
+    t_engine, origin = _exudyn.stored(built, "origin")
+    n = int(round(t_end / output_step)) + 1
+    if len(t_engine) != n:
+        raise RuntimeError(f"{name}/{excitation}: the engine wrote {len(t_engine)} samples, expected {n}")
+    t = np.arange(n) * output_step
+    rotation = _exudyn.stored(built, "rotation")[1].reshape(n, -1, 3, 3)
+    velocity_com = _exudyn.stored(built, "velocity_com")[1]
+    omega = _exudyn.stored(built, "omega")[1]
+    kinetic_energy = _exudyn.stored(built, "kinetic_energy")[1][:, :, 0].sum(axis=1)
+    directions = np.array([inp.direction for inp in m.inputs], dtype=float)
+    u = np.einsum("tij,ij->ti", _exudyn.stored(built, "load")[1], directions)
+
+    u_signal = np.array([[s(tk) for s in signals] for tk in t_engine])
+    run = {
+        "name": name,
+        "excitation": excitation,
+        "t": t,
+        "body_names": [b.name for b in m.bodies],
+        "origin": origin,
+        "rotation": rotation,
+        "velocity_com": velocity_com,
+        "omega": omega,
+        "input_names": [inp.name for inp in m.inputs],
+        "u": u,
+        "kinetic_energy": kinetic_energy,
+    }
+    run["joint_errors"] = joint_errors(m, origin, rotation)
+    run["joint_error"] = max(run["joint_errors"].values())
+    run["energy_balance"] = energy_balance(m, run)
+    run["coordinates"] = dict(m.coordinates(origin, rotation))
+    run["info"] = {
+        "wall_time": wall,
+        "time_offset": float(np.max(np.abs(t_engine - t))),
+        "input_check": float(np.max(np.abs(u - u_signal))),
+        "kinetic_energy_check": kinetic_energy_check(m, run),
+        "orthogonality": float(np.max(np.abs(np.einsum("tbji,tbjk->tbik", rotation, rotation) - np.eye(3)))),
+        "static_inputs": list(m.static_inputs),
+        "dof": degrees_of_freedom(name),
+    }
+    return run
+
+
+# ---------------------------------------------------------------------------- checks
+
+
+def _com_global(m: Model, origin: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+    com = np.array([b.com for b in m.bodies], dtype=float)
+    return origin + np.einsum("tbij,bj->tbi", rotation, com)
+
+
+def kinetic_energy_from_arrays(m: Model, run: dict) -> np.ndarray:
+    """``sum_b 0.5 m |v_com|^2 + 0.5 w_b^T J_com w_b`` from a run's arrays and the mechanism data."""
+    mass = np.array([b.mass for b in m.bodies])
+    J = np.array([b.inertia_matrix for b in m.bodies])
+    w_body = np.einsum("tbji,tbj->tbi", run["rotation"], run["omega"])
+    translational = 0.5 * np.einsum("b,tbi,tbi->t", mass, run["velocity_com"], run["velocity_com"])
+    rotational = 0.5 * np.einsum("tbi,bij,tbj->t", w_body, J, w_body)
+    return translational + rotational
+
+
+def kinetic_energy_check(m: Model, run: dict) -> float:
+    """Largest difference between the engine's kinetic energy and the one from the arrays, relative to its peak."""
+    ke = run["kinetic_energy"]
+    return float(np.max(np.abs(kinetic_energy_from_arrays(m, run) - ke)) / max(np.max(np.abs(ke)), 1e-300))
+
+
+def joint_errors(m: Model, origin: np.ndarray, rotation: np.ndarray) -> dict[str, float]:
+    """Largest violation of each joint over a run, from poses (n, n_b, 3) and (n, n_b, 3, 3).
+
+    Each joint's point and frame are attached to both bodies in the reference configuration;
+    the error is the distance between the two copies of the point along the constrained
+    translation axes (m), or the misalignment of the two copies of the frame about the
+    constrained rotation axes (rad).
+    """
+    index = {b.name: k for k, b in enumerate(m.bodies)}
+    n = origin.shape[0]
+
+    def attached(body_name, point, axes):
+        """Global point (n, 3) and frame (n, 3, 3) of a joint on one side."""
+        if body_name == "ground":
+            return np.broadcast_to(point, (n, 3)), np.broadcast_to(axes, (n, 3, 3))
+        b = m.body(body_name)
+        k = index[body_name]
+        local_point, local_axes = b.local(point), b.rotation.T @ axes
+        return origin[:, k] + rotation[:, k] @ local_point, rotation[:, k] @ local_axes
+
+    errors = {}
+    for j in m.joints:
+        (p0, T0), (p1, T1) = (attached(b, j.position, j.axes) for b in j.bodies)
+        trans, rot = JOINT_AXES[j.kind]
+        d = np.einsum("tji,tj->ti", T0, p1 - p0)  # separation in joint axes of side 0
+        err = np.linalg.norm(d[:, np.array(trans, dtype=bool)], axis=1)
+        if sum(rot) == 3:  # relative rotation angle, |axial vector of the skew part| = sin(angle)
+            R = np.einsum("tji,tjk->tik", T0, T1)
+            axial = 0.5 * np.stack([R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]], axis=1)
+            ang = np.linalg.norm(axial, axis=1)
+        elif sum(rot) == 2:  # the free axis must stay common
+            k = rot.index(0)
+            ang = np.linalg.norm(np.cross(T0[:, :, k], T1[:, :, k]), axis=1)
+        elif rot == (1, 0, 0):  # universal: pin y of side 0 stays normal to pin z of side 1
+            ang = np.abs(np.einsum("ti,ti->t", T0[:, :, 1], T1[:, :, 2]))
+        elif sum(rot) == 0:
+            ang = np.zeros(n)
+        else:
+            raise ValueError(f"joint '{j.name}': no error measure for rotation axes {rot}")
+        errors[j.name] = float(max(err.max(), ang.max()))
+    return errors
+
+
+def energy_balance(m: Model, run: dict) -> dict:
+    """Kinetic + potential energy minus the inputs' work, over the run.
+
+    The inputs' power is ``u d . v_point`` for a force (``v_point`` from the COM velocity and
+    the angular velocity) and ``u d . omega`` for a torque; its work is integrated over the
+    output grid (cumulative Simpson).  ``drift`` is the largest deviation of the balance from
+    its start; it is given relative to the peak kinetic energy and to the largest energy
+    exchanged (peak of |kinetic|, |potential - start|, |work|).
+    """
+    origin, rotation, t = run["origin"], run["rotation"], run["t"]
+    com = _com_global(m, origin, rotation)
+    mass = np.array([b.mass for b in m.bodies])
+    potential = -np.einsum("b,tbi,i->t", mass, com, np.asarray(m.gravity, dtype=float))
+    index = {b.name: k for k, b in enumerate(m.bodies)}
+    power = np.zeros_like(t)
+    for i, inp in enumerate(m.inputs):
+        k = index[inp.body]
+        d = np.asarray(inp.direction, dtype=float)
+        if inp.kind == "torque":
+            v = run["omega"][:, k]
+        else:
+            arm = np.einsum("tij,j->ti", rotation[:, k], np.asarray(inp.point) - np.asarray(m.bodies[k].com))
+            v = run["velocity_com"][:, k] + np.cross(run["omega"][:, k], arm)
+        power += run["u"][:, i] * (v @ d)
+    work = cumulative_simpson(power, x=t, initial=0.0)
+    kinetic = run["kinetic_energy"]
+    balance = kinetic + potential - work
+    drift = float(np.max(np.abs(balance - balance[0])))
+    exchanged = max(np.max(np.abs(kinetic)), np.max(np.abs(potential - potential[0])), np.max(np.abs(work)))
+    return {
+        "kinetic": kinetic,
+        "potential": potential,
+        "work": work,
+        "balance": balance,
+        "drift": drift,
+        "drift_relative_to_kinetic": drift / max(np.max(np.abs(kinetic)), 1e-300),
+        "drift_relative_to_exchanged": drift / max(exchanged, 1e-300),
+    }
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def write_mechanism(name: str, out_dir) -> Path:
+    """Write ``out_dir/<name>/mechanism.toml``; returns its path."""
+    path = Path(out_dir) / name / "mechanism.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(mechanism_toml(name))
+    return path
+
+
+def write_run_file(name: str, excitation: str, out_dir) -> dict:
+    """Simulate one run and write ``out_dir/<name>/runs/<excitation>.csv.gz``; returns the run.
+
+    The written file is read back with mc2fmu's own readers (against ``mechanism.toml``,
+    written first if missing) and the joint errors are recomputed from it:
+    ``info['file_joint_error']``.
+    """
+    from mc2fmu.mechanism import load_mechanism
+    from mc2fmu.poses import read_run, write_run
+
+    toml_path = Path(out_dir) / name / "mechanism.toml"
+    if not toml_path.exists():
+        write_mechanism(name, out_dir)
+    run = simulate(name, excitation)
+    path = Path(out_dir) / name / "runs" / f"{excitation}.csv.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_run(path, run["t"], run["body_names"], run["origin"], run["rotation"], run["input_names"], run["u"])
+    back = read_run(path, load_mechanism(toml_path))
+    run["path"] = str(path)
+    run["info"]["file_joint_error"] = max(joint_errors(model(name), back.origin, back.rotation).values())
+    run["info"]["file_input_error"] = float(np.max(np.abs(back.u - run["u"])))
+    return run
+
+
+def write_example(name: str, out_dir) -> dict[str, dict]:
+    """Write ``out_dir/<name>/mechanism.toml`` and ``out_dir/<name>/runs/<excitation>.csv.gz``
+    for the four excitations; returns the runs by excitation."""
+    write_mechanism(name, out_dir)
+    return {excitation: write_run_file(name, excitation, out_dir) for excitation in EXCITATIONS}
+
+
+def run_summary(run: dict) -> dict:
+    """The scalar checks of a run and the range of each main coordinate (small, picklable)."""
+    info = run["info"]
+    return {
+        "name": run["name"],
+        "excitation": run["excitation"],
+        "samples": len(run["t"]),
+        "wall_time": info["wall_time"],
+        "dof": info["dof"]["dof"],
+        "redundant": info["dof"]["redundant"],
+        "joint_error": run["joint_error"],
+        "file_joint_error": info.get("file_joint_error"),
+        "kinetic_energy_check": info["kinetic_energy_check"],
+        "energy_drift": run["energy_balance"]["drift"],
+        "energy_drift_relative_to_kinetic": run["energy_balance"]["drift_relative_to_kinetic"],
+        "energy_drift_relative_to_exchanged": run["energy_balance"]["drift_relative_to_exchanged"],
+        "kinetic_energy_max": float(run["kinetic_energy"].max()),
+        "input_range": [(float(lo), float(hi)) for lo, hi in zip(run["u"].min(axis=0), run["u"].max(axis=0))],
+        "ranges": {k: (float(v.min()), float(v.max())) for k, v in run["coordinates"].items()},
+    }
