@@ -76,11 +76,20 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="mc2fmu", description=MAIN_HELP, formatter_class=_formatter)
+    # -v/-q are accepted before or after the subcommand
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output (-vv for debug)")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="only errors, no progress")
+    parser = argparse.ArgumentParser(prog="mc2fmu", description=MAIN_HELP, formatter_class=_formatter, parents=[common])
     parser.add_argument("--version", action="version", version=f"mc2fmu {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="only errors")
+    parser.set_defaults(verbose=0, quiet=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_parser = sub.add_parser
+
+    def add_parser(*a, **kw):
+        return _add_parser(*a, parents=[common], **kw)
+
+    sub.add_parser = add_parser
 
     p = sub.add_parser(
         "ingest", help="pose exports + mechanism -> natural-coordinate dataset (.npz)",
@@ -102,13 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is trained)")
     p.add_argument("--angles", default="auto", metavar="auto|none|I,...",
                    help="angle-type coordinates (cos/sin decoder input) for full revolutions; auto detects them (default)")
-    p.add_argument("--hidden", default="32,32", metavar="W,...", help="decoder hidden widths (default 32,32; 64,64 for 2+ DOF is advisable)")
+    p.add_argument("--hidden", default="", metavar="W,...", help="decoder hidden widths (default 32,32 for 1 DOF, 64,64 for more)")
     p.add_argument("--encoder-hidden", default="64,64", metavar="W,...", help="encoder hidden widths (default 64,64)")
     p.add_argument("--activation", default="tanh", help="tanh (default), sigmoid or softplus")
     p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")
     p.add_argument("--samples", type=int, default=2000, help="time triplets used for training (default 2000)")
-    p.add_argument("--adam-epochs", type=int, default=1500, help="Adam epochs before L-BFGS (default 1500)")
-    p.add_argument("--lbfgs-iters", type=int, default=400, help="L-BFGS iterations (default 400)")
+    p.add_argument("--adam-epochs", type=int, default=300, help="Adam epochs before L-BFGS (default 300)")
+    p.add_argument("--lbfgs-iters", type=int, default=2000, help="L-BFGS iterations (default 2000)")
     p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     p.add_argument("--dyn-weight", type=float, default=1.0, help="weight of the dynamics term (0: the paper's L_rec alone)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -176,7 +185,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .train import TrainConfig, fit
 
     cfg = TrainConfig(
-        dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=_int_list(args.hidden, "--hidden"),
+        dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=_int_list(args.hidden, "--hidden") if args.hidden else (),
         encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
         step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, lbfgs_iters=args.lbfgs_iters,
         adam_lr=args.lr, dyn_weight=args.dyn_weight, seed=args.seed,

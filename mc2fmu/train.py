@@ -39,25 +39,30 @@ class TrainConfig:
     dof: int
     coords: tuple[str, ...] = ()  # known minimal coordinates (pose columns); empty: autoencoder
     angles: str = "auto"  # "auto", "none", or comma list of 1-based indices that are angles
-    hidden: tuple[int, ...] = (32, 32)
+    hidden: tuple[int, ...] = ()  # decoder widths; empty: (32, 32) for 1 DOF, (64, 64) for more
     encoder_hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     step_map: str = "centred"
     samples: int = 2000  # triplets used (subsampled evenly from all runs)
-    adam_epochs: int = 1500
+    adam_epochs: int = 300  # a short Adam phase finds the basin ...
     adam_lr: float = 3e-3
-    lbfgs_iters: int = 400
+    lbfgs_iters: int = 2000  # ... L-BFGS does most of the accuracy work (METHOD.md section 3)
     dyn_weight: float = 1.0
     rec_weight: float = 1.0
     validation_fraction: float = 0.05
     scale_floor: float = 1e-3  # relative floor on per-coordinate scales (channels that barely move)
+    loss_scale: str = "channel"  # "channel": per coordinate (default; measured better); "global": one scale per term
     seed: int = 0
     extra: dict = field(default_factory=dict)
+
+    @property
+    def decoder_hidden(self) -> tuple[int, ...]:
+        return self.hidden or ((32, 32) if self.dof == 1 else (64, 64))
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["coords"] = list(self.coords)
-        d["hidden"] = list(self.hidden)
+        d["hidden"] = list(self.decoder_hidden)
         d["encoder_hidden"] = list(self.encoder_hidden)
         return d
 
@@ -188,7 +193,7 @@ def build_model(ds: Dataset, cfg: TrainConfig, angles: list[bool]) -> ReducedMod
     else:
         encoder = NeuralEncoder(ds.layout.size, cfg.dof, cfg.encoder_hidden, cfg.activation, angles, x_mean, x_scale)
         q_mean, q_scale = np.zeros(cfg.dof), np.ones(cfg.dof)
-    decoder = Decoder(cfg.dof, ds.layout.size, cfg.hidden, cfg.activation, angles, q_mean, q_scale, x_mean, x_scale)
+    decoder = Decoder(cfg.dof, ds.layout.size, cfg.decoder_hidden, cfg.activation, angles, q_mean, q_scale, x_mean, x_scale)
     return ReducedModel(decoder, encoder, ds.M, ds.forces.f_g, ds.forces.f_B, ds.forces.f_C, cfg.step_map)
 
 
@@ -250,9 +255,13 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
     angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
     T = make_triplets(ds, cfg.samples)
     model = build_model(ds, cfg, angles)
-    x_scale = _scales(ds.x, cfg.scale_floor)
     acc = (T.x_next - 2 * T.x + T.x_prev).numpy() / T.dt**2
-    a_scale = _scales(acc, cfg.scale_floor)
+    if cfg.loss_scale == "channel":
+        x_scale, a_scale = _scales(ds.x, cfg.scale_floor), _scales(acc, cfg.scale_floor)
+    else:
+        # one scale per term: errors weigh as metres (and m/s^2) whatever the channel
+        x_scale = np.full(ds.layout.size, np.sqrt(np.mean(ds.x.var(axis=0))))
+        a_scale = np.full(ds.layout.size, np.sqrt(np.mean(acc.var(axis=0))))
     loss_fn = LossFunction(model, cfg, angles, x_scale, a_scale)
 
     rng = np.random.default_rng(cfg.seed)
@@ -355,7 +364,7 @@ def fit(mechanism_path, run_paths, cfg: TrainConfig, out_dir, progress: Callable
         "mode": "known" if cfg.coords else "autoencoder",
         "angles": result.angles,
         "dt": float(ds.dt[0]),
-        "architecture": {"hidden": list(cfg.hidden), "encoder_hidden": list(cfg.encoder_hidden),
+        "architecture": {"hidden": list(cfg.decoder_hidden), "encoder_hidden": list(cfg.encoder_hidden),
                          "activation": cfg.activation, "step_map": cfg.step_map},
         "normalisation": {"q_mean": dec.q_mean.tolist(), "q_scale": dec.q_scale.tolist(),
                           "x_mean": dec.x_mean.tolist(), "x_scale": dec.x_scale.tolist()},

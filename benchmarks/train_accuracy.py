@@ -1,0 +1,110 @@
+"""Training time and accuracy of the reduced models on every bundled mechanism, both modes.
+
+    python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
+
+For each mechanism: train on the `train` run (`mc2fmu train` defaults), roll the model out
+on all four runs from their initial states, and print position NRMSE (%), max rotation
+error (rad), when the envelope flag first rose and when the error first exceeded 10 %.
+Reference runs are generated with Exudyn if missing (examples/<name>/runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from examples.reference import EXCITATIONS, MECHANISMS, write_example  # noqa: E402
+from mc2fmu.artifact import load_model  # noqa: E402
+from mc2fmu.mechanism import load_mechanism  # noqa: E402
+from mc2fmu.metrics import error_over_time, position_nrmse, rotation_error  # noqa: E402
+from mc2fmu.natural import nc_from_poses, poses_from_nc  # noqa: E402
+from mc2fmu.poses import read_run  # noqa: E402
+from mc2fmu.simulate import simulate_run  # noqa: E402
+from mc2fmu.train import TrainConfig, fit  # noqa: E402
+
+#: known minimal coordinates per mechanism (pose columns), the paper's section 4.2.2 mode
+KNOWN = {
+    "four_bar": ("crank.R11",),
+    "slider_crank": ("slider.x",),
+    "two_bar": ("short_bar.y", "long_bar.y"),
+    "macpherson": ("spindle.z",),
+}
+DOF = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1}
+
+
+def ensure_runs(name: str) -> Path:
+    folder = ROOT / "examples" / name
+    if not all((folder / "runs" / f"{e}.csv.gz").exists() for e in EXCITATIONS):
+        write_example(name, ROOT / "examples")
+    return folder
+
+
+def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
+    art = load_model(model_dir)
+    mech = load_mechanism(folder / "mechanism.toml")
+    out = {}
+    for exc in EXCITATIONS:
+        run = read_run(folder / "runs" / f"{exc}.csv.gz", mech)
+        x = nc_from_poses(art.layout, run.origin, run.rotation)
+        t0 = time.perf_counter()
+        res = simulate_run(art, x, run.u)
+        sim_s = time.perf_counter() - t0
+        ok = np.isfinite(res["x"]).all(axis=1)
+        origin = np.full_like(run.origin, np.nan)
+        rot = np.tile(np.eye(3), (*run.origin.shape[:2], 1, 1))
+        origin[ok], rot[ok] = poses_from_nc(art.layout, res["x"][ok])
+        err = error_over_time(np.where(ok[:, None, None], origin, np.inf), run.origin)
+        over = np.flatnonzero(~(err <= 0.10))
+        flag = np.flatnonzero(res["envelope"] > 0)
+        out[exc] = {
+            "nrmse": position_nrmse(origin, run.origin),
+            "rot": float(rotation_error(rot[ok], run.rotation[ok]).max()) if ok.all() else float("inf"),
+            "err10": float(run.t[over[0]]) if over.size else None,
+            "flag": float(run.t[flag[0]]) if flag.size else None,
+            "sim_s": sim_s,
+        }
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", default=MECHANISMS)
+    ap.add_argument("--modes", default="known,autoencoder")
+    ap.add_argument("--dyn-weight", type=float, default=1.0)
+    ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    args = ap.parse_args(argv)
+    rows = []
+    for name in args.names:
+        folder = ensure_runs(name)
+        for mode in args.modes.split(","):
+            coords = KNOWN[name] if mode == "known" else ()
+            cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight)
+            model_dir = Path(args.out) / f"{name}-{mode}-w{args.dyn_weight:g}"
+            t0 = time.perf_counter()
+            meta = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], cfg, model_dir)
+            train_s = time.perf_counter() - t0
+            res = evaluate(model_dir, folder)
+            rows.append((name, mode, train_s, meta, res))
+            print(f"{name} {mode}: trained in {train_s:.1f} s; " + ", ".join(
+                f"{e} {100 * r['nrmse']:.3f} %" for e, r in res.items()), flush=True)
+    print()
+    print("| mechanism | mode | train s | epochs (Adam+L-BFGS) | run | NRMSE % | max rot err rad | envelope flag s | error > 10 % at s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, mode, train_s, meta, res in rows:
+        c = meta["training"]["config"]
+        for exc, r in res.items():
+            print(f"| {name} | {mode} | {train_s:.0f} | {c['adam_epochs']}+{c['lbfgs_iters']} | {exc} | "
+                  f"{100 * r['nrmse']:.3f} | {r['rot']:.2e} | {r['flag'] if r['flag'] is not None else '-'} | "
+                  f"{r['err10'] if r['err10'] is not None else '-'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
