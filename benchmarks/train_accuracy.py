@@ -62,12 +62,12 @@ def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
         origin[ok], rot[ok] = poses_from_nc(art.layout, res["x"][ok])
         err = error_over_time(np.where(ok[:, None, None], origin, np.inf), run.origin)
         over = np.flatnonzero(~(err <= 0.10))
-        flag = np.flatnonzero(res["envelope"] > 0)
+        flag = art.envelope.first_exit(res["envelope"])
         out[exc] = {
             "nrmse": position_nrmse(origin, run.origin),
             "rot": float(rotation_error(rot[ok], run.rotation[ok]).max()) if ok.all() else float("inf"),
             "err10": float(run.t[over[0]]) if over.size else None,
-            "flag": float(run.t[flag[0]]) if flag.size else None,
+            "flag": None if flag is None else float(run.t[flag]),
             "sim_s": sim_s,
         }
     return out

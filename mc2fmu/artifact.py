@@ -84,7 +84,7 @@ def describe_training_data(model: ReducedModel, angles: list[bool], runs, dt: fl
             qs.append(q); qds.append(qd); us.append(run.u)
             if first is None:
                 first = {"q": q[0].tolist(), "qd": qd[0].tolist(), "u": run.u[0].tolist()}
-    env = Envelope.from_data(np.concatenate(qs), np.concatenate(qds), np.concatenate(us), rt)
+    env = Envelope.from_data(np.concatenate(qs), np.concatenate(qds), np.concatenate(us), rt, angles)
     return env, first
 
 

@@ -4,14 +4,23 @@ Outside the trained range every learned decoder extrapolates and soon diverges (
 section 3), so the model must know its range.  :func:`distance` is 0 inside and grows with
 the largest normalised excursion outside: ``max_c max(0, lo_c - v_c, v_c - hi_c) / span_c``
 over every channel ``c`` of q, qdot and u, ``span_c = hi_c - lo_c``.  A value of 0.1 means
-10 % of a channel's training span beyond its edge.
+10 % of a channel's training span beyond its edge.  An angle-type coordinate whose training
+data covered a full revolution has no bounds (every angle has been seen).
+
+A model counts as having *left* the envelope when the distance exceeds
+:data:`LEAVE_THRESHOLD` (1 % of a span): the edges of the training data are reached by
+in-range runs too, and a sample-exact edge would flag them for nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
+
+LEAVE_THRESHOLD = 0.01
 
 
 @dataclass(frozen=True)
@@ -25,9 +34,14 @@ class Envelope:
     roundtrip_max: float  # max |h_d(h_e(x)) - x| over the training data, m
 
     @classmethod
-    def from_data(cls, q: np.ndarray, qd: np.ndarray, u: np.ndarray, roundtrip_max: float) -> "Envelope":
+    def from_data(cls, q: np.ndarray, qd: np.ndarray, u: np.ndarray, roundtrip_max: float,
+                  angles=None) -> "Envelope":
         u = np.atleast_2d(u) if u.size else np.zeros((len(q), 0))
-        return cls(q.min(0), q.max(0), qd.min(0), qd.max(0), u.min(0) if u.shape[1] else np.zeros(0),
+        q_min, q_max = q.min(0), q.max(0)
+        for i, a in enumerate(angles or []):
+            if a and q_max[i] - q_min[i] >= 2 * math.pi:  # a full revolution: any angle is known
+                q_min[i], q_max[i] = -math.inf, math.inf
+        return cls(q_min, q_max, qd.min(0), qd.max(0), u.min(0) if u.shape[1] else np.zeros(0),
                    u.max(0) if u.shape[1] else np.zeros(0), float(roundtrip_max))
 
     @property
@@ -45,14 +59,28 @@ class Envelope:
             u = np.zeros((len(q), 0))
         v = np.concatenate([q, qd, u], axis=1)
         lo, hi = self.lower, self.upper
-        span = np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(hi), 1.0))
-        excess = np.maximum(np.maximum(lo - v, v - hi), 0.0) / span
+        finite = np.isfinite(lo) & np.isfinite(hi)
+        span = np.where(finite, np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(np.where(finite, hi, 0.0)), 1.0)), 1.0)
+        excess = np.where(finite, np.maximum(np.maximum(lo - v, v - hi), 0.0), 0.0) / span
         out = excess.max(axis=1)
         return np.where(np.isfinite(v).all(axis=1), out, np.inf)
 
+    def first_exit(self, distance: np.ndarray) -> int | None:
+        """Index of the first sample that left the envelope (distance > LEAVE_THRESHOLD)."""
+        out = np.flatnonzero(~(distance <= LEAVE_THRESHOLD))
+        return int(out[0]) if out.size else None
+
     def to_dict(self) -> dict:
-        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        # JSON has no infinity: unbounded (periodic) channels are written as null
+        conv = lambda a: [None if not math.isfinite(v) else float(v) for v in a]  # noqa: E731
+        return {k: (conv(v) if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Envelope":
-        return cls(**{k: (np.asarray(v, dtype=np.float64) if isinstance(v, list) else v) for k, v in d.items()})
+        def arr(key: str, v):
+            if not isinstance(v, list):
+                return v
+            fill = -math.inf if key.endswith("_min") else math.inf
+            return np.array([fill if e is None else e for e in v], dtype=np.float64)
+
+        return cls(**{k: arr(k, v) for k, v in d.items()})

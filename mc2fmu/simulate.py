@@ -103,12 +103,12 @@ def simulate_file(model_dir, mechanism_path, run_path, out) -> dict:
         origin[ok], rot[ok] = poses_from_nc(art.layout, res["x"][ok])
     write_run(out, run.t, mech.body_names, origin, rot, mech.input_names, run.u,
               extra={"q": res["q"], "qd": res["qd"], "envelope": res["envelope"]})
-    outside = np.flatnonzero(res["envelope"] > 0)
+    exit_index = art.envelope.first_exit(res["envelope"])
     return {
         "samples": len(run.t),
         "nrmse": position_nrmse(origin, run.origin),
         "max_position_error": float(np.nanmax(np.linalg.norm(origin - run.origin, axis=-1))) if ok.all() else float("inf"),
         "max_rotation_error": float(rotation_error(rot[ok], run.rotation[ok]).max()) if ok.all() else float("inf"),
-        "envelope_first_exit": float(run.t[outside[0]]) if outside.size else None,
+        "envelope_first_exit": None if exit_index is None else float(run.t[exit_index]),
         "reached_end": bool(ok.all()),
     }

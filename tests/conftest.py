@@ -118,3 +118,30 @@ def reference_run(reference_dir):
         return _RUN_CACHE[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def spinning_pendulum(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
+    """A compound pendulum that turns full revolutions (~5 in 3 s), integrated with scipy.
+
+    Returns the mechanism (JSON), the run (CSV) and the reference angle.
+    """
+    import json
+
+    from scipy.integrate import solve_ivp
+
+    m, l, Jc, g = 1.5, 0.4, 0.02, 9.81
+    mech = {"name": "spin", "gravity": [0, -g, 0],
+            "bodies": [{"name": "arm", "mass": m, "com": [l, 0, 0], "inertia": [0.001, Jc, Jc]}],
+            "inputs": [{"name": "tau", "kind": "torque", "body": "arm", "direction": [0, 0, 1]}]}
+    Jp = Jc + m * l * l
+    t = np.arange(3001) * 1e-3
+    tau = np.sin(1.3 * t)
+    sol = solve_ivp(lambda s, y: [y[1], (-m * g * l * np.cos(y[0]) + np.sin(1.3 * s)) / Jp], (0, 3),
+                    [-np.pi / 2, 10.0], t_eval=t, rtol=1e-11, atol=1e-12, method="DOP853")
+    theta = sol.y[0]
+    folder = tmp_path_factory.mktemp("spin")
+    (folder / "spin.json").write_text(json.dumps(mech))
+    run = folder / "spin.csv"
+    write_run(run, t, ["arm"], np.zeros((len(t), 1, 3)), rotation_about([0, 0, 1], theta)[:, None], ["tau"], tau[:, None])
+    return folder / "spin.json", run, theta
