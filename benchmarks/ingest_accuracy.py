@@ -23,31 +23,14 @@ sys.path.insert(0, str(ROOT))
 
 from examples.reference import MECHANISMS, write_run_file  # noqa: E402
 from mc2fmu.dataset import ingest  # noqa: E402
-from mc2fmu.natural import kinetic_energy, nc_from_poses, nc_velocity  # noqa: E402
+from mc2fmu.natural import kinetic_energy, nc_velocity  # noqa: E402
+from tests.oracles import power_errors  # noqa: E402
 
 
 def virtual_power_error(ds, run) -> float:
-    mech, fm = ds.mechanism, ds.forces
-    x = nc_from_poses(ds.layout, run["origin"], run["rotation"])
-    xd = nc_velocity(ds.layout, run["rotation"], run["velocity_com"], run["omega"])
-    n, n_u = len(x), len(mech.inputs)
-    worst = 0.0
-    p = np.einsum("ni,ni->n", fm(x, np.zeros((n, n_u))), xd)
-    ref = sum(b.mass * run["velocity_com"][:, k] @ mech.gravity for k, b in enumerate(mech.bodies))
-    worst = max(worst, np.max(np.abs(p - ref)) / np.max(np.abs(ref)))
-    for i, inp in enumerate(mech.inputs):
-        u = np.zeros((n, n_u))
-        u[:, i] = run["u"][:, i]
-        p = np.einsum("ni,ni->n", fm(x, u) - fm.f_g, xd)
-        k = mech.body_index(inp.body)
-        load = u[:, i:i + 1] * inp.direction
-        if inp.kind == "torque":
-            ref = np.einsum("ni,ni->n", load, run["omega"][:, k])
-        else:
-            arm = run["rotation"][:, k] @ (inp.point - mech.bodies[k].com)
-            ref = np.einsum("ni,ni->n", load, run["velocity_com"][:, k] + np.cross(run["omega"][:, k], arm))
-        worst = max(worst, np.max(np.abs(p - ref)) / np.max(np.abs(ref)))
-    return float(worst)
+    errors = power_errors(ds.mechanism, ds.layout, run["rotation"], run["origin"], run["velocity_com"],
+                          run["omega"], run["u"])
+    return max(errors.values())
 
 
 def main(argv=None) -> int:

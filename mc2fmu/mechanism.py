@@ -173,12 +173,7 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
         if isinstance(bname, str):
             item = f"body '{bname}'"
         misspelt = _unknown_keys(rb, _BODY_KEYS, item, bad)
-        if not isinstance(bname, str) or not IDENTIFIER.match(bname):
-            bad(item, f"name {bname!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
-        elif bname in seen:
-            bad(item, "the name is used by another body; body names must be unique")
-        else:
-            seen.add(bname)
+        _check_name(bname, seen, "body", item, bad)
         mass = rb.get("mass")
         if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not math.isfinite(mass):
             bad(item, f"mass {mass!r} must be a finite number in kg")
@@ -212,14 +207,7 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
         if isinstance(iname, str):
             item = f"input '{iname}'"
         _unknown_keys(ri, _INPUT_KEYS, item, bad)
-        if not isinstance(iname, str) or not IDENTIFIER.match(iname):
-            bad(item, f"name {iname!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
-        elif iname in seen_inputs:
-            bad(item, "the name is used by another input; input names must be unique")
-        elif iname == "time":
-            bad(item, "'time' is the time column of a run; choose another input name")
-        else:
-            seen_inputs.add(iname)
+        _check_name(iname, seen_inputs, "input", item, bad, reserved={"time": "the time column of a run"})
         kind = ri.get("kind")
         if kind not in INPUT_KINDS:
             bad(item, f"kind {kind!r} must be one of {', '.join(INPUT_KINDS)}")
@@ -252,6 +240,18 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
     if problems:
         raise MechanismError(problems)
     return Mechanism(str(name), gravity, tuple(bodies), tuple(inputs), source=source)
+
+
+def _check_name(name: Any, seen: set[str], what: str, item: str, bad, reserved: dict[str, str] | None = None) -> None:
+    """An identifier, unique among its kind and not reserved; records it in ``seen``."""
+    if not isinstance(name, str) or not IDENTIFIER.match(name):
+        bad(item, f"name {name!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
+    elif name in seen:
+        bad(item, f"the name is used by another {what}; {what} names must be unique")
+    elif reserved and name in reserved:
+        bad(item, f"'{name}' is {reserved[name]}; choose another {what} name")
+    else:
+        seen.add(name)
 
 
 def _unknown_keys(table: dict, valid: set[str], item: str, bad) -> set[str]:

@@ -27,8 +27,9 @@ import numpy as np
 import torch
 
 from .dataset import Dataset
+from .dynamics import acceleration
 from .errors import TrainingError
-from .model import Decoder, LinearEncoder, NeuralEncoder, ReducedModel, unwrap_angles, wrap_to_pi
+from .model import Decoder, LinearEncoder, NeuralEncoder, ReducedModel, wrap_to_pi
 
 log = logging.getLogger(__name__)
 F64 = torch.float64
@@ -231,8 +232,6 @@ class LossFunction:
             xs = torch.cat([T.x_prev, T.x, T.x_next])
             rec = ((dec(torch.cat([q_prev, q, q_next])) - xs) / self.x_scale).pow(2).mean()
         terms = m.terms(q, T.u)
-        from .dynamics import acceleration
-
         v = m.step_map.training_velocity(q_prev, q, q_next, dt)
         q_hat = 2.0 * q - q_prev + dt * dt * acceleration(terms, v)
         dyn = ((dec(q_hat) - dec(q_next)) / (dt * dt) / self.a_scale).pow(2).mean()

@@ -8,7 +8,6 @@ independently of any training, and measures each step map's own error floor.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

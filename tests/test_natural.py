@@ -19,6 +19,7 @@ from mc2fmu.natural import (
 )
 
 from .conftest import analytic_motion
+from .oracles import power_errors
 
 REL = 1e-9
 
@@ -100,32 +101,11 @@ def test_point_weights_reproduce_body_points(toy_mechanism):
 def test_virtual_power_of_generalized_forces(toy_mechanism):
     """f . xdot equals the physical power: m g . v_com, F . v_point, T . omega (per load)."""
     mech = load_mechanism(toy_mechanism)
-    layout = build_layout(mech)
-    M = mass_matrix(mech, layout)
-    fm = force_model(mech, layout, M)
     m = analytic_motion()
-    x = nc_from_poses(layout, m["origin"], m["rotation"])
-    xd = nc_velocity(layout, m["rotation"], m["v_com"], m["omega"])
-    n_u = len(mech.inputs)
-    # gravity alone (u = 0)
-    p_nc = np.einsum("ni,ni->n", fm(x, np.zeros((len(x), n_u))), xd)
-    p_ref = sum(b.mass * m["v_com"][:, k] @ mech.gravity for k, b in enumerate(mech.bodies))
-    assert np.max(np.abs(p_nc - p_ref)) <= REL * np.max(np.abs(p_ref))
-    # each input alone, gravity removed
-    for i, inp in enumerate(mech.inputs):
-        u = np.zeros((len(x), n_u))
-        u[:, i] = m["u"][:, i]
-        f = fm(x, u) - fm.f_g
-        p_nc = np.einsum("ni,ni->n", f, xd)
-        k = mech.body_index(inp.body)
-        load = u[:, i:i + 1] * inp.direction
-        if inp.kind == "torque":
-            p_ref = np.einsum("ni,ni->n", load, m["omega"][:, k])
-        else:
-            arm = m["rotation"][:, k] @ (inp.point - mech.bodies[k].com)
-            v_point = m["v_com"][:, k] + np.cross(m["omega"][:, k], arm)
-            p_ref = np.einsum("ni,ni->n", load, v_point)
-        assert np.max(np.abs(p_nc - p_ref)) <= REL * np.max(np.abs(p_ref)), inp.name
+    errors = power_errors(mech, build_layout(mech), m["rotation"], m["origin"], m["v_com"], m["omega"], m["u"])
+    assert set(errors) == {"gravity", "tau", "F"}
+    for load, err in errors.items():
+        assert err < REL, (load, err)
 
 
 def test_torque_force_is_linear_in_x_and_pure_torque(toy_mechanism):

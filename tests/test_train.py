@@ -12,7 +12,7 @@ import pytest
 from mc2fmu.cli import main
 from mc2fmu.mechanism import load_mechanism
 from mc2fmu.metrics import position_nrmse
-from mc2fmu.poses import read_run, write_run
+from mc2fmu.poses import write_run
 
 from .conftest import analytic_motion
 
