@@ -133,6 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", metavar="RUN", help="pose export whose initial state and inputs drive the model")
     p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="poses + q, qd, envelope (.csv, .csv.gz, .npz)")
     p.set_defaults(func=_cmd_simulate)
+
+    p = sub.add_parser(
+        "from-mujoco", help="MuJoCo model + recorded trajectories -> mechanism.toml + pose exports",
+        description=FROM_MUJOCO_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("model", metavar="MODEL.xml", help="MuJoCo model (MJCF .xml, or compiled .mjb)")
+    p.add_argument("trajectories", metavar="TRAJ.npz", nargs="+", help="recorded trajectories: time, qpos, ctrl")
+    p.add_argument("-o", "--output", required=True, metavar="OUT_DIR",
+                   help="directory to write mechanism.toml and runs/<TRAJ>.csv.gz into")
+    p.set_defaults(func=_cmd_from_mujoco)
     return parser
 
 
@@ -165,6 +175,41 @@ Roll a trained reduced model out from a run's initial state with the run's input
 write poses in the pose-export layout (so any tool can compare them with the run), plus
 q[i], qd[i] and envelope (0 inside the training range, growing outside).  Prints the
 position NRMSE against the run and when the envelope flag first rose.
+"""
+
+FROM_MUJOCO_HELP = """\
+Convert a MuJoCo model and trajectories recorded with it into mc2fmu's inputs:
+OUT_DIR/mechanism.toml and OUT_DIR/runs/<TRAJ>.csv.gz (then run `mc2fmu ingest`).
+
+TRAJ files (.npz), one per simulation, sampled at a uniform step:
+  time   (n_t,)      s, strictly increasing
+  qpos   (n_t, nq)   data.qpos at each sample
+  ctrl   (n_t, nu)   data.ctrl at each sample (may be left out if the model has
+                     no actuators); other keys (e.g. qvel) are ignored
+
+Supported:
+  bodies   every body not welded to the world; body frame = MuJoCo's body frame
+           (data.xpos, data.xmat), mass/COM/inertia from body_mass, body_ipos,
+           body_iquat and body_inertia.  Names that are not identifiers are
+           sanitised (e.g. 'upper arm' -> upper_arm; unnamed -> body<id>).
+  inputs   one per actuator that is a plain motor (gain fixed, no bias, no
+           dynamics) on a hinge or slide joint that is the only joint of its body
+           and whose parent body is welded to the world: a torque about / a force
+           along the fixed global joint axis, value = gear[0] * gainprm[0] * ctrl
+           (clamped like MuJoCo: ctrlrange, forcerange).  Anything else (a joint
+           between two moving bodies, servos, tendon/site transmissions...) is an
+           error naming the actuator: apply such loads with data.xfrc_applied and
+           describe them as [[inputs]] by hand.
+  loops    connect/weld equalities are measured from the poses: MuJoCo's loops are
+           SOFT and a violation above 1e-6 m is warned about (tighten solref/solimp).
+  warned   forces the mechanism cannot hold: joint damping, springs, friction loss,
+           armature, gravcomp, fluid, tendons, and contacts found in the motion.
+
+Nothing is written unless every input is valid.
+
+example:
+  mc2fmu from-mujoco four_bar.xml runs/train.npz runs/low.npz -o four_bar
+  mc2fmu ingest four_bar/mechanism.toml four_bar/runs/*.csv.gz -o four_bar.npz
 """
 
 
@@ -209,6 +254,23 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
           f"max rotation error {summary['max_rotation_error']:.3e} rad")
     left = summary["envelope_first_exit"]
     print("  stayed inside the training envelope" if left is None else f"  left the training envelope at t = {left:.3f} s")
+    return 0
+
+
+def _cmd_from_mujoco(args: argparse.Namespace) -> int:
+    from .adapters.mujoco import convert_mujoco
+
+    summary = convert_mujoco(args.model, args.trajectories, args.output)
+    print(f"wrote {args.output}: mechanism '{summary['mechanism']}', {len(summary['bodies'])} bodies, "
+          f"{len(summary['inputs'])} input(s), {len(summary['runs'])} run(s)")
+    for kind, renamed in summary["renamed"].items():
+        for old, new in renamed.items():
+            old = old if old.startswith("#") else f"'{old}'"
+            print(f"  MuJoCo {'body' if kind == 'bodies' else 'actuator'} {old} -> {new}")
+    for run in summary["runs"]:
+        loops = [lv for lv in run["loops"] if lv["active"]]
+        loop = f"  loop violation {max(lv['max_distance'] for lv in loops):.2e} m" if loops else ""
+        print(f"  {run['name']:<12} {run['samples']:>7} samples  dt {run['dt']:.6g} s{loop}")
     return 0
 
 

@@ -175,6 +175,8 @@ def ingest(
 
     Every run is validated before anything is written; on any error no file is left at ``out``.
     """
+    if out is not None and Path(out).suffix != ".npz":
+        raise DatasetError(f"{out}: the dataset is written as .npz; name the output file '<name>.npz'")
     mechanism = load_mechanism(mechanism_path)
     problems: list[str] = []
     runs = []
@@ -187,9 +189,6 @@ def ingest(
         raise PoseDataError(problems)
     dataset = build_dataset(mechanism, runs)
     if out is not None:
-        out = Path(out)
-        if out.suffix != ".npz":
-            raise DatasetError(f"{out}: the dataset is written as .npz; name the output file '<name>.npz'")
         dataset.save(out)
     return dataset
 

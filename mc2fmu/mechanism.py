@@ -32,6 +32,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,38 @@ class Mechanism:
             "bodies": [b.to_dict() for b in self.bodies],
             "inputs": [u.to_dict() for u in self.inputs],
         }
+
+
+def mechanism_toml(data: dict[str, Any], header: Sequence[str] = ()) -> str:
+    """A mechanism description (the dict form) as TOML in the documented layout.
+
+    The standard library reads TOML but does not write it; floats are written with ``repr``,
+    the shortest text that reads back to the same value.  ``header`` lines become comments.
+    """
+    lines = [f"# {h}".rstrip() for h in header]
+    if lines:
+        lines.append("")
+    lines += [f"name = {_toml_value(data['name'])}", f"gravity = {_toml_value(data.get('gravity', [0.0, 0.0, 0.0]))}"]
+    for table in ("bodies", "inputs"):
+        for row in data.get(table, []):
+            lines += ["", f"[[{table}]]"] + [f"{key} = {_toml_value(value)}" for key, value in row.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write {value} to TOML")
+        return repr(float(value))
+    return str(int(value)) if isinstance(value, np.integer) else str(value)
 
 
 def load_mechanism(path: str | os.PathLike) -> Mechanism:

@@ -241,6 +241,15 @@ class LossFunction:
 
 def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None = None) -> TrainResult:
     """Train a reduced model on a dataset; deterministic for a given seed."""
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        return _train(ds, cfg, progress)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None) -> TrainResult:
     if cfg.dof < 1:
         raise TrainingError(f"--dof {cfg.dof}: the number of minimal coordinates must be >= 1")
     if cfg.dof >= ds.layout.size:
@@ -249,7 +258,6 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
         raise TrainingError(f"--coords names {len(cfg.coords)} column(s) but --dof is {cfg.dof}; give one column per DOF")
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    torch.use_deterministic_algorithms(True)
     t0 = time.perf_counter()
     angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
     T = make_triplets(ds, cfg.samples)
