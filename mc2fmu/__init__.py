@@ -7,6 +7,15 @@ Pipeline stages, one module each (data flows one way):
 * :mod:`mc2fmu.poses`      reading/writing pose exports (one run per file)
 * :mod:`mc2fmu.natural`    natural coordinates: layout, mass matrix, generalized forces
 * :mod:`mc2fmu.dataset`    ``ingest``: mechanism + runs -> NC dataset (.npz)
+* :mod:`mc2fmu.adapters`   tool-specific readers (MuJoCo) -> mechanism + runs
+* :mod:`mc2fmu.network`    MLPs with explicit value / Jacobian / Hessian propagation
+* :mod:`mc2fmu.dynamics`   reduced dynamics (M_m, G_m, f_m) and the one-step maps
+* :mod:`mc2fmu.model`      decoder, encoders and the reduced model
+* :mod:`mc2fmu.train`      ``train``: dataset -> trained model artifact
+* :mod:`mc2fmu.artifact`   the model directory (model.json + weights.npz)
+* :mod:`mc2fmu.envelope`   the training envelope
+* :mod:`mc2fmu.simulate`   ``simulate``: roll a model out on a run
+* :mod:`mc2fmu.metrics`    accuracy metrics shared by simulate, validate and benchmarks
 """
 
 __version__ = "0.1.0"

@@ -330,10 +330,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_CliLogFormatter())
     level = logging.ERROR if args.quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
-    root = logging.getLogger("mc2fmu")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+    # the package's logger prints to stderr for the duration of the command only, so that
+    # main() called in-process (tests, scripts) leaves the caller's logging as it was
+    logger = logging.getLogger("mc2fmu")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    logger.handlers[:] = [handler]
+    logger.setLevel(level)
+    logger.propagate = False
 
     from .errors import Mc2fmuError
 
@@ -346,6 +349,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]
 
 
 if __name__ == "__main__":  # pragma: no cover

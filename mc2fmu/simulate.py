@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .dynamics import acceleration
+from .natural import finite_difference_velocity
 
 F64 = torch.float64
 
@@ -43,16 +43,6 @@ def rollout(model, q_prev: np.ndarray, q0: np.ndarray, u: np.ndarray, dt: float)
     return out
 
 
-def velocity(q: np.ndarray, dt: float) -> np.ndarray:
-    """Centred (second-order, one-sided at the ends) velocity of a rolled-out ``q``."""
-    from .natural import finite_difference_velocity
-
-    return finite_difference_velocity(q, dt)
-
-
-__all__ = ["initial_history", "rollout", "velocity", "acceleration"]
-
-
 def simulate_run(artifact, x: np.ndarray, u: np.ndarray, n_start: int = 3) -> dict[str, np.ndarray]:
     """Roll the model out on a run's inputs from the run's initial state.
 
@@ -66,7 +56,7 @@ def simulate_run(artifact, x: np.ndarray, u: np.ndarray, n_start: int = 3) -> di
     qd0 = (-3.0 * q_data[0] + 4.0 * q_data[1] - q_data[2]) / (2.0 * dt)
     q_prev = initial_history(artifact.model, q0, qd0, u[0], dt)
     q = rollout(artifact.model, q_prev, q0, u, dt)
-    qd = velocity(q, dt)
+    qd = finite_difference_velocity(q, dt)
     qd[0] = qd0
     xs = artifact.decode(np.nan_to_num(q))
     xs[~np.isfinite(q).all(axis=1)] = np.nan
