@@ -27,6 +27,7 @@ from .errors import ModelError
 from .mechanism import Mechanism, mechanism_from_dict
 from .model import Decoder, LinearEncoder, NeuralEncoder, ReducedModel, unwrap_angles
 from .natural import NCLayout, finite_difference_velocity
+from .poses import give_default_mode
 
 FORMAT = "mc2fmu-model"
 FORMAT_VERSION = 1
@@ -93,6 +94,7 @@ def save_model(path: str | os.PathLike, model: ReducedModel, meta: dict[str, Any
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    give_default_mode(tmp)
     try:
         state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
         np.savez(tmp / "weights.npz", **state)

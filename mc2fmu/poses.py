@@ -348,6 +348,14 @@ def orthonormalize(R: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------- writing
 
 
+def give_default_mode(path: Path) -> None:
+    """The mode a plain ``open``/``mkdir`` would have given: ``mkstemp``/``mkdtemp`` make
+    their files owner-only, which would carry over to the output moved into place."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
@@ -358,10 +366,8 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it owner-only; give it a normal file's mode
     tmp_path = Path(tmp)
+    give_default_mode(tmp_path)
     try:
         yield tmp_path
         os.replace(tmp_path, path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .errors import ModelError
 from .natural import finite_difference_velocity
 
 F64 = torch.float64
@@ -43,7 +44,7 @@ def rollout(model, q_prev: np.ndarray, q0: np.ndarray, u: np.ndarray, dt: float)
     return out
 
 
-def simulate_run(artifact, x: np.ndarray, u: np.ndarray, n_start: int = 3) -> dict[str, np.ndarray]:
+def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
     """Roll the model out on a run's inputs from the run's initial state.
 
     The initial state ``(q0, qd0)`` is encoded from the run's first samples (``qd0`` by a
@@ -51,9 +52,8 @@ def simulate_run(artifact, x: np.ndarray, u: np.ndarray, n_start: int = 3) -> di
     Returns ``q``, ``qd``, ``x`` (decoded) and ``envelope`` (distance outside the training range).
     """
     dt = artifact.dt
-    q_data = artifact.encode(x[:n_start])
-    q0 = q_data[0]
-    qd0 = (-3.0 * q_data[0] + 4.0 * q_data[1] - q_data[2]) / (2.0 * dt)
+    q_data = artifact.encode(x[:3])
+    q0, qd0 = q_data[0], finite_difference_velocity(q_data, dt)[0]
     q_prev = initial_history(artifact.model, q0, qd0, u[0], dt)
     q = rollout(artifact.model, q_prev, q0, u, dt)
     qd = finite_difference_velocity(q, dt)
@@ -75,14 +75,10 @@ def simulate_file(model_dir, mechanism_path, run_path, out) -> dict:
     art = load_model(model_dir)
     mech = load_mechanism(mechanism_path)
     if mech.body_names != art.mechanism.body_names or mech.input_names != art.mechanism.input_names:
-        from .errors import ModelError
-
         raise ModelError(f"{mechanism_path}: bodies {mech.body_names} / inputs {mech.input_names} differ from the "
                          f"model's ({art.mechanism.body_names} / {art.mechanism.input_names}); use the mechanism the model was trained on")
     run = read_run(run_path, mech)
     if abs(run.dt - art.dt) > 1e-9 * art.dt:
-        from .errors import ModelError
-
         raise ModelError(f"{run_path}: sample step {run.dt:g} s differs from the model's step {art.dt:g} s; resample the run")
     x = nc_from_poses(art.layout, run.origin, run.rotation)
     res = simulate_run(art, x, run.u)

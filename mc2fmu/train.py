@@ -17,11 +17,10 @@ Seeded and deterministic on CPU.
 from __future__ import annotations
 
 import copy
-import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -30,8 +29,8 @@ from .dataset import Dataset
 from .dynamics import acceleration
 from .errors import TrainingError
 from .model import Decoder, LinearEncoder, NeuralEncoder, ReducedModel, wrap_to_pi
+from .natural import poses_from_nc
 
-log = logging.getLogger(__name__)
 F64 = torch.float64
 
 
@@ -54,7 +53,13 @@ class TrainConfig:
     scale_floor: float = 1e-3  # relative floor on per-coordinate scales (channels that barely move)
     loss_scale: str = "channel"  # "channel": per coordinate (default; measured better); "global": one scale per term
     seed: int = 0
-    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Checks that need no data, done before any data is read."""
+        if self.dof < 1:
+            raise TrainingError(f"--dof {self.dof}: the number of minimal coordinates must be >= 1")
+        if self.coords and len(self.coords) != self.dof:
+            raise TrainingError(f"--coords names {len(self.coords)} column(s) but --dof is {self.dof}; give one column per DOF")
 
     @property
     def decoder_hidden(self) -> tuple[int, ...]:
@@ -112,16 +117,15 @@ def detect_angles(ds: Dataset, dof: int) -> list[bool]:
     """Angle-type latents for a 1-DOF mechanism one of whose bodies turns a full revolution."""
     if dof != 1:
         return [False] * dof
-    from .natural import poses_from_nc
-
     for run in ds.runs():
         _, R = poses_from_nc(ds.layout, run.x[:: max(1, len(run.x) // 2000)])
         for k in range(R.shape[1]):
-            # planar angle about each global axis of the body's first axis; unwrapped range
+            # planar angle of each body axis (a column of R, global frame) about each global
+            # axis it stays well away from; a full revolution shows as an unwrapped range of 2 pi
             for ax in range(3):
                 i, j = [a for a in range(3) if a != ax]
                 for col in range(3):
-                    v = R[:, :, col][:, k]
+                    v = R[:, k, :, col]
                     if np.min(np.hypot(v[:, i], v[:, j])) < 0.5:
                         continue
                     ang = np.unwrap(np.arctan2(v[:, j], v[:, i]))
@@ -210,7 +214,7 @@ class TrainResult:
 class LossFunction:
     def __init__(self, model: ReducedModel, cfg: TrainConfig, angles: list[bool], x_scale: np.ndarray,
                  a_scale: np.ndarray):
-        self.model, self.cfg, self.angles = model, cfg, angles
+        self.model, self.cfg = model, cfg
         self.x_scale = torch.as_tensor(x_scale, dtype=F64)
         self.a_scale = torch.as_tensor(a_scale, dtype=F64)
         self.angle_mask = torch.tensor(angles, dtype=torch.bool)
@@ -250,12 +254,9 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
 
 
 def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None) -> TrainResult:
-    if cfg.dof < 1:
-        raise TrainingError(f"--dof {cfg.dof}: the number of minimal coordinates must be >= 1")
+    cfg.validate()
     if cfg.dof >= ds.layout.size:
         raise TrainingError(f"--dof {cfg.dof}: must be smaller than the {ds.layout.size} natural coordinates")
-    if cfg.coords and len(cfg.coords) != cfg.dof:
-        raise TrainingError(f"--coords names {len(cfg.coords)} column(s) but --dof is {cfg.dof}; give one column per DOF")
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     t0 = time.perf_counter()
@@ -264,7 +265,8 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     model = build_model(ds, cfg, angles)
     acc = (T.x_next - 2 * T.x + T.x_prev).numpy() / T.dt**2
     if cfg.loss_scale == "channel":
-        x_scale, a_scale = _scales(ds.x, cfg.scale_floor), _scales(acc, cfg.scale_floor)
+        # the decoder's output scales are exactly these per-channel spreads
+        x_scale, a_scale = model.decoder.x_scale.numpy(), _scales(acc, cfg.scale_floor)
     else:
         # one scale per term: errors weigh as metres (and m/s^2) whatever the channel
         x_scale = np.full(ds.layout.size, np.sqrt(np.mean(ds.x.var(axis=0))))
@@ -356,6 +358,7 @@ def fit(mechanism_path, run_paths, cfg: TrainConfig, out_dir, progress: Callable
     """``mc2fmu train``: data -> trained model artifact directory.  Returns model.json's content."""
     from .artifact import describe_training_data, save_model
 
+    cfg.validate()
     ds = load_training_data(mechanism_path, run_paths)
     result = train(ds, cfg, progress)
     model = result.model

@@ -66,7 +66,7 @@ import numpy as np
 
 from ..errors import AdapterError
 from ..mechanism import IDENTIFIER, load_mechanism, mechanism_from_dict, mechanism_toml
-from ..poses import UNIFORM_STEP_RTOL, quaternion_to_matrix, write_run
+from ..poses import UNIFORM_STEP_RTOL, give_default_mode, quaternion_to_matrix, run_name, write_run
 
 log = logging.getLogger(__name__)
 
@@ -653,10 +653,6 @@ def _load_trajectory(path: Path, model, need_ctrl: bool) -> tuple[np.ndarray, np
     return t, qpos, ctrl
 
 
-def _trajectory_stem(path: Path) -> str:
-    return path.name[: -len(".npz")] if path.name.endswith(".npz") else path.stem
-
-
 def convert_mujoco(
     model_path: str | os.PathLike, trajectories: Sequence[str | os.PathLike], out_dir: str | os.PathLike
 ) -> dict[str, Any]:
@@ -684,7 +680,7 @@ def convert_mujoco(
     mapping = describe_mujoco(model, source, name=default if default and default != DEFAULT_MODEL_NAME else model_path.stem)
     mechanism = mechanism_from_dict(mapping.mechanism, source=source)
 
-    stems = [_trajectory_stem(p) for p in paths]
+    stems = [run_name(p) for p in paths]
     dup = sorted({s for s in stems if stems.count(s) > 1})
     if dup:
         raise AdapterError([f"trajectories {', '.join(str(p) for p, s in zip(paths, stems) if s == d)} would all be "
@@ -758,9 +754,7 @@ def _write_outputs(out_dir: Path, toml: str, runs, body_names, input_names, mech
         for (stem, t, origin, rotation, u), r in zip(runs, rel[1:]):
             write_run(staging / r, t, body_names, origin, rotation, input_names, u)
         if fresh:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it owner-only
+            give_default_mode(staging)
             os.rename(staging, out_dir)
         else:
             (out_dir / "runs").mkdir(exist_ok=True)
