@@ -1,6 +1,7 @@
 """Training time and accuracy of the reduced models on every bundled mechanism, both modes.
 
     python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
+                                        [--loss sim|appendix] [--rollout K] [--rollout-weight W]
 
 For each mechanism: train on the `train` run (`mc2fmu train` defaults), roll the model out
 on all four runs from their initial states, and print position NRMSE (%), max rotation
@@ -78,6 +79,9 @@ def main(argv=None) -> int:
     ap.add_argument("names", nargs="*", default=MECHANISMS)
     ap.add_argument("--modes", default="known,autoencoder")
     ap.add_argument("--dyn-weight", type=float, default=1.0)
+    ap.add_argument("--loss", default="sim", help="sim (default) or appendix (mc2fmu train --loss)")
+    ap.add_argument("--rollout", type=int, default=0, metavar="K", help="rollout steps in the loss (mc2fmu train --rollout)")
+    ap.add_argument("--rollout-weight", type=float, default=1.0)
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     args = ap.parse_args(argv)
     rows = []
@@ -85,8 +89,10 @@ def main(argv=None) -> int:
         folder = ensure_runs(name)
         for mode in args.modes.split(","):
             coords = KNOWN[name] if mode == "known" else ()
-            cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight)
-            model_dir = Path(args.out) / f"{name}-{mode}-w{args.dyn_weight:g}"
+            cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
+                              rollout_steps=args.rollout, rollout_weight=args.rollout_weight)
+            model_dir = Path(args.out) / (f"{name}-{mode}-w{args.dyn_weight:g}-{args.loss}"
+                                          f"-k{args.rollout}-rw{args.rollout_weight:g}")
             t0 = time.perf_counter()
             meta = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], cfg, model_dir)
             train_s = time.perf_counter() - t0
@@ -95,12 +101,12 @@ def main(argv=None) -> int:
             print(f"{name} {mode}: trained in {train_s:.1f} s; " + ", ".join(
                 f"{e} {100 * r['nrmse']:.3f} %" for e, r in res.items()), flush=True)
     print()
-    print("| mechanism | mode | train s | epochs (Adam+L-BFGS) | run | NRMSE % | max rot err rad | envelope flag s | error > 10 % at s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| mechanism | mode | loss | rollout K | train s | epochs (Adam+L-BFGS) | run | NRMSE % | max rot err rad | envelope flag s | error > 10 % at s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, mode, train_s, meta, res in rows:
         c = meta["training"]["config"]
         for exc, r in res.items():
-            print(f"| {name} | {mode} | {train_s:.0f} | {c['adam_epochs']}+{c['lbfgs_iters']} | {exc} | "
+            print(f"| {name} | {mode} | {c['loss']} | {c['rollout_steps']} | {train_s:.0f} | {c['adam_epochs']}+{c['lbfgs_iters']} | {exc} | "
                   f"{100 * r['nrmse']:.3f} | {r['rot']:.2e} | {r['flag'] if r['flag'] is not None else '-'} | "
                   f"{r['err10'] if r['err10'] is not None else '-'} |")
     return 0

@@ -106,12 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
     p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s), or one dataset .npz from `mc2fmu ingest`")
-    p.add_argument("--dof", type=int, required=True, metavar="N", help="number of minimal coordinates (the mechanism's DOF)")
-    p.add_argument("--coords", metavar="COL,...", default="",
-                   help="known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is trained)")
-    p.add_argument("--angles", default="auto", metavar="auto|none|I,...",
-                   help="angle-type coordinates (cos/sin decoder input) for full revolutions; auto detects them (default)")
-    p.add_argument("--hidden", default="", metavar="W,...", help="decoder hidden widths (default 32,32 for 1 DOF, 64,64 for more)")
+    _add_training_arguments(p)
     p.add_argument("--encoder-hidden", default="64,64", metavar="W,...", help="encoder hidden widths (default 64,64)")
     p.add_argument("--activation", default="tanh", help="tanh (default), sigmoid or softplus")
     p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")
@@ -119,8 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adam-epochs", type=int, default=300, help="Adam epochs before L-BFGS (default 300)")
     p.add_argument("--lbfgs-iters", type=int, default=2000, help="L-BFGS iterations (default 2000)")
     p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+    p.add_argument("--loss", default="sim", metavar="sim|appendix",
+                   help="sim (default): L_rec + L_dyn, the step map's one-step residual; appendix: the paper "
+                        "appendix's L_rec + L_vel + L_acc (decoded velocities/accelerations against the data)")
     p.add_argument("--dyn-weight", type=float, default=1.0, help="weight of the dynamics term (0: the paper's L_rec alone)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--vel-weight", type=float, default=1.0, help="--loss appendix: weight of L_vel (default 1)")
+    p.add_argument("--acc-weight", type=float, default=1.0, help="--loss appendix: weight of L_acc (default 1)")
+    p.add_argument("--rollout", type=int, default=0, metavar="K",
+                   help="add K steps of the model's own step map to the loss (default 0: off)")
+    p.add_argument("--rollout-weight", type=float, default=1.0, help="weight of the rollout term (default 1)")
+    p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
+                   help="write the training state to MODEL_DIR.checkpoint.pt this often (default 30; 0: only on Ctrl-C)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted training from MODEL_DIR.checkpoint.pt (same data and options)")
     p.add_argument("-o", "--output", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.set_defaults(func=_cmd_train)
 
@@ -143,7 +149,122 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="OUT_DIR",
                    help="directory to write mechanism.toml and runs/<TRAJ>.csv.gz into")
     p.set_defaults(func=_cmd_from_mujoco)
+
+    p = sub.add_parser(
+        "export", help="trained model directory -> FMU (FMI 2.0 co-simulation)",
+        description=EXPORT_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write")
+    p.add_argument("--backend", default="python", help="python (default: pythonfmu + onnxruntime)")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser(
+        "validate", help="run an FMU with fmpy on reference runs and report its accuracy",
+        description=VALIDATE_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("fmu", metavar="FMU", help="FMU written by `mc2fmu export`")
+    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file the runs belong to")
+    p.add_argument("runs", metavar="RUN", nargs="+", help="reference pose export(s): initial state, inputs, expected poses")
+    p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    p.add_argument("--report", metavar="DIR", help="write PNG plots and index.html into DIR")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser(
+        "convert", help="ingest + train + export + validate in one go -> FMU and report",
+        description=CONVERT_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
+    p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s) to train on")
+    p.add_argument("--validate", nargs="+", default=[], metavar="RUN",
+                   help="held-out pose export(s) to validate on as well (the training runs always are)")
+    p.add_argument("--backend", default="python", help="FMU backend: python (default)")
+    _add_training_arguments(p)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.fmu",
+                   help="FMU to write; the model goes to OUT.model/, the report to OUT.report/")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser(
+        "demo", help="the whole pipeline on a bundled mechanism (a few minutes) -> FMU and report",
+        description=DEMO_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("--mechanism", default="four_bar", help="four_bar (default), slider_crank, two_bar or macpherson")
+    p.add_argument("-o", "--output", default="out/demo", metavar="DIR", help="directory for everything (default out/demo)")
+    p.set_defaults(func=_cmd_demo)
     return parser
+
+
+def _add_training_arguments(p: argparse.ArgumentParser) -> None:
+    """Training options shared by `train` and `convert`."""
+    p.add_argument("--dof", type=int, required=True, metavar="N", help="number of minimal coordinates (the mechanism's DOF)")
+    p.add_argument("--coords", metavar="COL,...", default="",
+                   help="known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is trained)")
+    p.add_argument("--angles", default="auto", metavar="auto|none|I,...",
+                   help="angle-type coordinates (cos/sin decoder input) for full revolutions; auto detects them (default)")
+    p.add_argument("--hidden", default="", metavar="W,...", help="decoder hidden widths (default 32,32 for 1 DOF, 64,64 for more)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def _train_config(args: argparse.Namespace, **extra):
+    from .train import TrainConfig
+
+    hidden = _int_list(args.hidden, "--hidden") if args.hidden else ()
+    return TrainConfig(dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=hidden, seed=args.seed, **extra)
+
+
+EXPORT_HELP = """\
+Export a trained model as an FMI 2.0 co-simulation FMU.
+
+The FMU's variables (a public contract):
+  inputs      one per mechanism input, named as in the mechanism file (N or N.m)
+  outputs     <body>.x .y .z (body-frame origin, m), <body>.qw .qx .qy .qz (unit
+              quaternion, scalar first), q[i], qd[i] (i = 1..dof), envelope (0 inside
+              the training envelope; else the excursion in training spans)
+  parameters  q_start[i], qd_start[i] (default: the first training run's initial state)
+
+Internally the model steps on a fixed grid (the training step) with the map it was
+trained with; any communication step works (outputs between grid points are
+interpolated, the grid trajectory never changes).  Non-finite inputs or a diverging
+state are refused with a logged error.  Get/set/serialize FMU state is supported.
+Default experiment: 0 .. the first training run's length, step = the training step.
+
+Backend python: pythonfmu + the model's ONNX graphs (checked against torch to 1e-12 at
+export).  The importing process needs Python with numpy and onnxruntime.
+
+example:
+  mc2fmu export out/four_bar -o out/four_bar.fmu
+"""
+
+VALIDATE_HELP = """\
+Simulate an FMU with fmpy (a fresh process per run) on each reference run's inputs from
+the run's initial state, and compare with the run's poses.  Reports per run: position
+NRMSE, max position and rotation errors, whether the stop time was reached, when the
+envelope flag rose, and the wall time; plus fmpy's model-description problems.
+
+Exit code: 0 when the model description has no problems (accuracy is reported, not
+judged), 1 otherwise.
+
+example:
+  mc2fmu validate out/four_bar.fmu examples/four_bar/mechanism.toml \\
+      examples/four_bar/runs/low.csv.gz --report out/four_bar_report
+"""
+
+CONVERT_HELP = """\
+Ingest, train, export and validate in one go: the FMU (OUT.fmu), the trained model
+(OUT.model/) and a validation report (OUT.report/index.html) on the training runs and
+the --validate runs.  Training uses the defaults of `mc2fmu train` (see its --help).
+
+example:
+  mc2fmu convert examples/four_bar/mechanism.toml examples/four_bar/runs/train.csv.gz \\
+      --dof 1 --validate examples/four_bar/runs/low.csv.gz -o out/four_bar.fmu
+"""
+
+DEMO_HELP = """\
+The whole pipeline on a bundled mechanism: simulate it with Exudyn (runs train, low,
+shape, high), train on `train`, export the FMU, validate it with fmpy on all four runs
+and write a report.  Needs the examples extra: pip install -c constraints.txt -e ".[examples]".
+Takes about 3 minutes for the four-bar on 2 cores.
+"""
 
 
 TRAIN_HELP = """\
@@ -160,6 +281,13 @@ Two modes:
 Loss: reconstruction + a dynamics term (the one-step prediction error taken as an
 acceleration in decoded space), each divided by its data scale.  Adam, then L-BFGS, on a
 subsample of time triplets; 95/5 split, the best validation weights are kept.
+--loss appendix uses the paper appendix's velocity/acceleration loss instead of the
+dynamics term; --rollout K adds K steps of the model's own step map (windows of K+2
+samples).
+
+Training state is saved to MODEL_DIR.checkpoint.pt every --checkpoint-every seconds and
+on Ctrl-C; the same command plus --resume continues it and ends with exactly the weights
+of an uninterrupted run.  The checkpoint is removed once the model is written.
 
 The result is a directory: model.json (mechanism, layout, dof, dt, architecture,
 normalisation, training envelope, initial state, metrics, versions, seed) + weights.npz.
@@ -227,21 +355,27 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .train import TrainConfig, fit
+    from .train import TrainingInterrupted, fit
 
-    cfg = TrainConfig(
-        dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=_int_list(args.hidden, "--hidden") if args.hidden else (),
-        encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
+    cfg = _train_config(
+        args, encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
         step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, lbfgs_iters=args.lbfgs_iters,
-        adam_lr=args.lr, dyn_weight=args.dyn_weight, seed=args.seed,
+        adam_lr=args.lr, loss=args.loss, dyn_weight=args.dyn_weight, vel_weight=args.vel_weight,
+        acc_weight=args.acc_weight, rollout_steps=args.rollout, rollout_weight=args.rollout_weight,
     )
-    with _progress_bar(args.quiet) as progress:
-        meta = fit(args.mechanism, args.runs, cfg, args.output, progress)
+    try:
+        with _progress_bar(args.quiet) as progress:
+            meta = fit(args.mechanism, args.runs, cfg, args.output, progress, args.resume, args.checkpoint_every)
+    except TrainingInterrupted as exc:
+        print(f"interrupted: the training state is saved in {exc.checkpoint}", file=sys.stderr)
+        print("continue with the same command plus --resume", file=sys.stderr)
+        return 130
     m = meta["training"]["metrics"]
     kind = "known coordinates " + ",".join(meta["coords"]) if meta["coords"] else "autoencoder"
     angles = " (angle-type: " + ",".join(str(i + 1) for i, a in enumerate(meta["angles"]) if a) + ")" if any(meta["angles"]) else ""
     print(f"wrote {args.output}: {meta['dof']} minimal coordinate(s), {kind}{angles}, dt {meta['dt']:g} s")
-    print(f"  {m['train_seconds']:.1f} s, loss: reconstruction {m['rec']:.3e}, dynamics {m['dyn']:.3e}, validation {m['val_loss']:.3e}")
+    terms = ", ".join(f"{_TERM_NAMES[k]} {m[k]:.3e}" for k in _TERM_NAMES if k in m)
+    print(f"  {m['train_seconds']:.1f} s, loss: {terms}, validation {m['val_loss']:.3e}")
     return 0
 
 
@@ -274,6 +408,81 @@ def _cmd_from_mujoco(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_fmu
+
+    summary = export_fmu(args.model, args.output, args.backend)
+    worst = max(summary["onnx_max_difference"].values())
+    print(f"wrote {args.output}: {summary['backend']} backend, {summary['variables']} variables, "
+          f"ONNX graphs match torch to {worst:.1e}")
+    return 0
+
+
+def _print_validation(result: dict) -> None:
+    problems = result["model_description_problems"]
+    print(f"{result['fmu']}: model description: " + ("no problems" if not problems else f"{len(problems)} problem(s)"))
+    for p in problems:
+        print(f"  {p}")
+    print(f"  {'run':<12} {'NRMSE':>10} {'max pos err':>12} {'max rot err':>12} {'stop time':>10} {'envelope':>9} {'wall':>7}")
+    for r in result["runs"]:
+        nrmse = f"{100 * r['position_nrmse']:.3f} %" if r["position_nrmse"] < float("inf") else "-"
+        stop = "reached" if r["reached_stop_time"] else f"{r['stopped_at'] or 0:.3f} s"
+        env = "inside" if r["envelope_flag_time"] is None else f"{r['envelope_flag_time']:.3f} s"
+        print(f"  {r['run']:<12} {nrmse:>10} {r['max_position_error']:>10.2e} m {r['max_rotation_error']:>8.2e} rad "
+              f"{stop:>10} {env:>9} {r['wall_time']:>5.1f} s")
+        if r["error"] or not r["reached_stop_time"]:
+            own = [m for m in r["messages"] if m.startswith("mc2fmu:") and "envelope at" not in m]
+            why = own[-1].splitlines()[0] if own else (r["error"] or "no message")
+            print(f"      stopped: {why}")
+    if result.get("report"):
+        print(f"  report: {result['report']}")
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    import json
+
+    from .validate import json_safe, validate_fmu
+
+    result = validate_fmu(args.fmu, args.mechanism, args.runs, args.report)
+    if args.json:
+        print(json.dumps(json_safe(result), indent=2))
+    else:
+        _print_validation(result)
+    return 1 if result["model_description_problems"] else 0
+
+
+def _stage(quiet: bool):
+    return (lambda s: None) if quiet else (lambda s: print(f"==> {s}", file=sys.stderr))
+
+
+def _print_convert(summary: dict) -> None:
+    m = summary["training"]["metrics"]
+    print(f"wrote {summary['fmu']} (model {summary['model_dir']}, report {summary['report']})")
+    print(f"  training: {m['train_seconds']:.1f} s; export: ONNX graphs match torch to "
+          f"{max(summary['export']['onnx_max_difference'].values()):.1e}")
+    _print_validation(summary["validation"])
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from .pipeline import convert
+
+    cfg = _train_config(args)
+    with _progress_bar(args.quiet) as progress:
+        summary = convert(args.mechanism, args.runs, cfg, args.output, args.validate, args.backend,
+                          train_progress=progress, stage=_stage(args.quiet))
+    _print_convert(summary)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .pipeline import demo
+
+    with _progress_bar(args.quiet) as progress:
+        summary = demo(args.mechanism, args.output, train_progress=progress, stage=_stage(args.quiet))
+    _print_convert(summary)
+    return 0
+
+
 def _csv_list(text: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in text.split(",") if s.strip())
 
@@ -288,6 +497,10 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
     if not widths or min(widths) < 1:
         raise TrainingError(f"{option} {text!r}: give comma-separated positive integers, e.g. 32,32")
     return widths
+
+
+#: the loss terms a training may report, as the summary names them
+_TERM_NAMES = {"rec": "reconstruction", "dyn": "dynamics", "vel": "velocity", "acc": "acceleration", "roll": "rollout"}
 
 
 class _progress_bar:
@@ -308,7 +521,8 @@ class _progress_bar:
 
     def update(self, e: dict) -> None:
         self.bar.n = int(1000 * e["done"])
-        self.bar.set_postfix_str(f"{e['stage']} {e['iter']} loss {e['loss']:.2e} (rec {e['rec']:.1e} dyn {e['dyn']:.1e}) val {e['val']:.2e}")
+        terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
+        self.bar.set_postfix_str(f"{e['stage']} {e['iter']} loss {e['loss']:.2e} ({terms}) val {e['val']:.2e}")
 
     def __exit__(self, *exc):
         if self.bar is not None:

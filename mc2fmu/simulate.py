@@ -44,11 +44,25 @@ def rollout(model, q_prev: np.ndarray, q0: np.ndarray, u: np.ndarray, dt: float)
     return out
 
 
+def grid_velocity(q: np.ndarray, q_prev: np.ndarray, qd0: np.ndarray, dt: float) -> np.ndarray:
+    """``qd`` on the time grid, causal and second order, as the FMU computes it:
+    ``qd_0 = qd0``, ``qd_k = (3 q_k - 4 q_{k-1} + q_{k-2}) / (2 dt)`` with ``q_{-1} = q_prev``.
+
+    Causal because an FMU cannot look ahead: the state after ``q_k`` needs the next input.
+    """
+    hist = np.concatenate([np.atleast_2d(q_prev), q])
+    qd = np.empty_like(q)
+    qd[0] = qd0
+    qd[1:] = (3.0 * hist[2:] - 4.0 * hist[1:-1] + hist[:-2]) / (2.0 * dt)
+    return qd
+
+
 def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
     """Roll the model out on a run's inputs from the run's initial state.
 
     The initial state ``(q0, qd0)`` is encoded from the run's first samples (``qd0`` by a
-    second-order one-sided difference), exactly as an FMU started with ``q_start``/``qd_start``.
+    second-order one-sided difference), exactly as an FMU started with ``q_start``/``qd_start``;
+    ``qd`` is :func:`grid_velocity`, as in the FMU.
     Returns ``q``, ``qd``, ``x`` (decoded) and ``envelope`` (distance outside the training range).
     """
     dt = artifact.dt
@@ -56,8 +70,7 @@ def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray
     q0, qd0 = q_data[0], finite_difference_velocity(q_data, dt)[0]
     q_prev = initial_history(artifact.model, q0, qd0, u[0], dt)
     q = rollout(artifact.model, q_prev, q0, u, dt)
-    qd = finite_difference_velocity(q, dt)
-    qd[0] = qd0
+    qd = grid_velocity(q, q_prev, qd0, dt)
     xs = artifact.decode(np.nan_to_num(q))
     xs[~np.isfinite(q).all(axis=1)] = np.nan
     env = artifact.envelope.distance(q, qd, u)

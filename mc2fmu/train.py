@@ -1,29 +1,43 @@
-"""Training the physics-informed autoencoder (seed 000, Algorithms 1-2; METHOD.md section 3).
+"""Training the physics-informed autoencoder (seed 000, Algorithms 1-2, appendix; METHOD.md section 3).
 
-Loss, each term divided by its data scale so that both count:
+Loss, each term divided per coordinate by its data spread so that every term counts:
 
-* ``L_rec``: ``|h_d(h_e(x)) - x|^2`` over the triplet samples, per coordinate scaled by the
+* ``L_rec``: ``|h_d(h_e(x)) - x|^2`` over the window's first three samples, scaled by the
   spread of ``x``;
-* ``L_dyn``: the dynamics residual taken entirely in decoded space,
-  ``(h_d(q_hat_{i+1}) - h_d(q_{i+1})) / dt^2``, a pure acceleration error, per coordinate
-  scaled by the spread of the data's accelerations.  ``q_hat_{i+1}`` is one step of the
-  model's step map from the encoded triplet.
+* ``--loss sim`` (default) adds ``L_dyn``: the dynamics residual taken entirely in decoded
+  space, ``(h_d(q_hat_{i+1}) - h_d(q_{i+1})) / dt^2``, a pure acceleration error scaled by
+  the spread of the data's accelerations.  ``q_hat_{i+1}`` is one step of the model's step
+  map from the encoded triplet (velocity from the data);
+* ``--loss appendix`` instead adds the paper appendix's kinematic terms (eqs. A.1-A.7):
+  ``l_v L_vel + l_a L_acc``, the decoded velocity ``J qdot`` and acceleration
+  ``J qddot + H : qdot qdot`` against the data's ``xd`` and finite-difference accelerations,
+  with ``qdot = (dh_e/dx) xd`` and ``qddot = (dh_e/dx) xdd + d2h_e/dx2 : xd xd`` (A.5, A.6);
+* ``--rollout K`` adds ``L_roll`` (either loss): ``K`` steps of the model's own step map (the
+  one simulation runs) from the encoded ``q_{i-1}, q_i`` with the data's inputs; the decoded
+  error at rollout step ``k``, ``h_d(q_hat_{i+k}) - h_d(h_e(x_{i+k}))``, is divided by
+  ``k (k + 1) / 2 dt^2`` (the displacement a constant acceleration error makes in ``k`` steps
+  of the map) and by the acceleration spread, so each step weighs like ``L_dyn``.
 
-Optimisation: Adam with a decaying rate, then L-BFGS, full batch on a subsample of the
-triplets; 95/5 random split, the weights with the best validation loss are kept.
-Seeded and deterministic on CPU.
+Optimisation: Adam with a decaying rate, then L-BFGS, full batch on a subsample of the data
+windows; 95/5 random split, the weights with the best validation loss are kept.  Seeded and
+deterministic on CPU; with a :class:`Checkpointer` the complete state is written at iteration
+boundaries, and a resumed run ends with exactly the weights of an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
+from torch.func import jvp
 
 from .dataset import Dataset
 from .dynamics import acceleration
@@ -32,6 +46,12 @@ from .model import Decoder, LinearEncoder, NeuralEncoder, ReducedModel, wrap_to_
 from .natural import poses_from_nc
 
 F64 = torch.float64
+
+#: the two losses; "sim" is the default
+LOSSES = {
+    "sim": "L_rec + dyn_weight L_dyn (one-step acceleration residual of the step map)",
+    "appendix": "L_rec + vel_weight L_vel + acc_weight L_acc (paper appendix, eq. A.7)",
+}
 
 
 @dataclass(frozen=True)
@@ -43,12 +63,17 @@ class TrainConfig:
     encoder_hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     step_map: str = "centred"
-    samples: int = 2000  # triplets used (subsampled evenly from all runs)
+    samples: int = 2000  # windows used (subsampled evenly from all runs)
     adam_epochs: int = 300  # a short Adam phase finds the basin ...
     adam_lr: float = 3e-3
     lbfgs_iters: int = 2000  # ... L-BFGS does most of the accuracy work (METHOD.md section 3)
+    loss: str = "sim"  # see LOSSES
     dyn_weight: float = 1.0
     rec_weight: float = 1.0
+    vel_weight: float = 1.0  # appendix loss only
+    acc_weight: float = 1.0  # appendix loss only
+    rollout_steps: int = 0  # K steps of the step map in the loss; 0: off (triplets only)
+    rollout_weight: float = 1.0
     validation_fraction: float = 0.05
     scale_floor: float = 1e-3  # relative floor on per-coordinate scales (channels that barely move)
     loss_scale: str = "channel"  # "channel": per coordinate (default; measured better); "global": one scale per term
@@ -56,14 +81,30 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Checks that need no data, done before any data is read."""
+        problems = []
         if self.dof < 1:
-            raise TrainingError(f"--dof {self.dof}: the number of minimal coordinates must be >= 1")
+            problems.append(f"--dof {self.dof}: the number of minimal coordinates must be >= 1")
         if self.coords and len(self.coords) != self.dof:
-            raise TrainingError(f"--coords names {len(self.coords)} column(s) but --dof is {self.dof}; give one column per DOF")
+            problems.append(f"--coords names {len(self.coords)} column(s) but --dof is {self.dof}; give one column per DOF")
+        if self.loss not in LOSSES:
+            problems.append(f"--loss {self.loss!r}: choose one of {', '.join(LOSSES)}")
+        if self.rollout_steps < 0:
+            problems.append(f"--rollout {self.rollout_steps}: the number of rollout steps must be >= 0 (0: off)")
+        for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight"):
+            w = getattr(self, name)
+            if not (math.isfinite(w) and w >= 0):
+                problems.append(f"--{name.replace('_', '-')} {w}: a loss weight must be a finite number >= 0")
+        if problems:
+            raise TrainingError(problems)
 
     @property
     def decoder_hidden(self) -> tuple[int, ...]:
         return self.hidden or ((32, 32) if self.dof == 1 else (64, 64))
+
+    @property
+    def window(self) -> int:
+        """Consecutive samples per training item: ``K + 2`` for a rollout of ``K`` steps, at least a triplet."""
+        return max(3, self.rollout_steps + 2)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -79,38 +120,49 @@ def _scales(a: np.ndarray, floor: float) -> np.ndarray:
 
 
 @dataclass
-class Triplets:
-    x_prev: torch.Tensor
+class Windows:
+    """``L`` consecutive samples per row: ``x``, ``xd`` (B, L, n), ``u`` (B, L, n_u).
+
+    Columns 0, 1, 2 are the triplet ``x_{i-1}, x_i, x_{i+1}`` of the one-step terms; a rollout
+    of ``K`` steps uses columns up to ``K + 1``.
+    """
+
     x: torch.Tensor
-    x_next: torch.Tensor
+    xd: torch.Tensor
     u: torch.Tensor
     dt: float
 
-    def subset(self, idx: np.ndarray) -> "Triplets":
+    def subset(self, idx: np.ndarray) -> "Windows":
         i = torch.as_tensor(idx)
-        return Triplets(self.x_prev[i], self.x[i], self.x_next[i], self.u[i], self.dt)
+        return Windows(self.x[i], self.xd[i], self.u[i], self.dt)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def arrays(self) -> list[np.ndarray]:
+        return [self.x.numpy(), self.xd.numpy(), self.u.numpy(), np.array([self.dt])]
 
 
-def make_triplets(ds: Dataset, samples: int) -> Triplets:
+def make_windows(ds: Dataset, samples: int, length: int = 3) -> Windows:
+    """Every window of ``length`` consecutive samples inside one run, ``samples`` of them kept
+    evenly spaced (``length`` 3: the time triplets)."""
     dts = np.asarray(ds.dt)
     if np.ptp(dts) > 1e-9 * dts.max():
         raise TrainingError(f"runs have different sample steps ({', '.join(f'{d:g}' for d in dts)} s); "
                             "a model has one time step: resample the runs to one step")
-    xp, xc, xn, uu = [], [], [], []
-    for run in ds.runs():
-        if len(run.t) < 3:
-            continue
-        xp.append(run.x[:-2]); xc.append(run.x[1:-1]); xn.append(run.x[2:]); uu.append(run.u[1:-1])
-    n = sum(len(a) for a in xc)
+    offsets = np.asarray(ds.run_offsets, dtype=int)
+    starts = np.concatenate([np.arange(a, max(a, b - length + 1)) for a, b in zip(offsets[:-1], offsets[1:])])
+    n = len(starts)
     if n < 40:
-        raise TrainingError(f"the dataset has {n} usable time triplets; training needs at least 40 "
-                            "(2 for validation at a 95/5 split): give longer runs")
-    cat = lambda parts: torch.as_tensor(np.concatenate(parts), dtype=F64)  # noqa: E731
-    T = Triplets(cat(xp), cat(xc), cat(xn), cat(uu), float(dts[0]))
+        what = "time triplets" if length == 3 else f"windows of {length} samples (--rollout {length - 2})"
+        fix = "give longer runs" if length == 3 else "give longer runs or a smaller --rollout"
+        raise TrainingError(f"the dataset has {n} usable {what}; training needs at least 40 "
+                            f"(2 for validation at a 95/5 split): {fix}")
     if samples and n > samples:
-        idx = np.unique(np.linspace(0, n - 1, samples).round().astype(int))
-        T = T.subset(idx)
-    return T
+        starts = starts[np.unique(np.linspace(0, n - 1, samples).round().astype(int))]
+    rows = starts[:, None] + np.arange(length)
+    t = lambda a: torch.as_tensor(a[rows], dtype=F64)  # noqa: E731
+    return Windows(t(ds.x), t(ds.xd), t(ds.u), float(dts[0]))
 
 
 def detect_angles(ds: Dataset, dof: int) -> list[bool]:
@@ -211,13 +263,27 @@ class TrainResult:
     seconds: float
 
 
+def loss_scales(cfg: TrainConfig, model: ReducedModel, ds: Dataset, W: Windows) -> dict[str, np.ndarray]:
+    """Per-term data scales: positions ``x``, velocities ``v``, accelerations ``a``."""
+    acc = (W.x[:, 2] - 2 * W.x[:, 1] + W.x[:, 0]).numpy() / W.dt**2
+    vel = W.xd[:, 1].numpy()
+    if cfg.loss_scale == "channel":
+        # the decoder's output scales are exactly the per-channel spreads of x
+        return {"x": model.decoder.x_scale.numpy(), "v": _scales(vel, cfg.scale_floor), "a": _scales(acc, cfg.scale_floor)}
+    # one scale per term: errors weigh as metres (m/s, m/s^2) whatever the channel
+    rms = lambda a: np.full(ds.layout.size, np.sqrt(np.mean(a.var(axis=0))))  # noqa: E731
+    return {"x": rms(ds.x), "v": rms(vel), "a": rms(acc)}
+
+
 class LossFunction:
-    def __init__(self, model: ReducedModel, cfg: TrainConfig, angles: list[bool], x_scale: np.ndarray,
-                 a_scale: np.ndarray):
+    """The training loss on a batch of :class:`Windows`; returns the total and its parts."""
+
+    def __init__(self, model: ReducedModel, cfg: TrainConfig, angles: list[bool], scales: dict[str, np.ndarray]):
         self.model, self.cfg = model, cfg
-        self.x_scale = torch.as_tensor(x_scale, dtype=F64)
-        self.a_scale = torch.as_tensor(a_scale, dtype=F64)
+        self.x_scale, self.v_scale, self.a_scale = (torch.as_tensor(scales[k], dtype=F64) for k in "xva")
         self.angle_mask = torch.tensor(angles, dtype=torch.bool)
+        self.weights = {"rec": cfg.rec_weight, "dyn": cfg.dyn_weight, "vel": cfg.vel_weight,
+                        "acc": cfg.acc_weight, "roll": cfg.rollout_weight}
 
     def _continuous(self, q_ref: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         """Shift angle-type entries of ``q`` by 2 pi k to be nearest ``q_ref`` (unwrapping a triplet)."""
@@ -225,35 +291,167 @@ class LossFunction:
             return q
         return torch.where(self.angle_mask, q_ref + wrap_to_pi(q - q_ref), q)
 
-    def __call__(self, T: Triplets) -> tuple[torch.Tensor, dict]:
-        m, dt = self.model, T.dt
-        q_prev, q, q_next = (m.encoder(T.x_prev), m.encoder(T.x), m.encoder(T.x_next))
+    def terms(self, W: Windows) -> dict[str, torch.Tensor]:
+        m, dt = self.model, W.dt
+        x_prev, x, x_next = W.x[:, 0], W.x[:, 1], W.x[:, 2]
+        q_prev, q, q_next = m.encoder(x_prev), m.encoder(x), m.encoder(x_next)
         q_prev, q_next = self._continuous(q, q_prev), self._continuous(q, q_next)
         dec = m.decoder
         if isinstance(m.encoder, LinearEncoder):
-            rec = ((dec(q) - T.x) / self.x_scale).pow(2).mean()
+            rec = ((dec(q) - x) / self.x_scale).pow(2).mean()
         else:
-            xs = torch.cat([T.x_prev, T.x, T.x_next])
+            xs = torch.cat([x_prev, x, x_next])
             rec = ((dec(torch.cat([q_prev, q, q_next])) - xs) / self.x_scale).pow(2).mean()
-        terms = m.terms(q, T.u)
-        v = m.step_map.training_velocity(q_prev, q, q_next, dt)
-        q_hat = 2.0 * q - q_prev + dt * dt * acceleration(terms, v)
-        dyn = ((dec(q_hat) - dec(q_next)) / (dt * dt) / self.a_scale).pow(2).mean()
-        loss = self.cfg.rec_weight * rec + self.cfg.dyn_weight * dyn
-        return loss, {"rec": rec.item(), "dyn": dyn.item()}
+        parts = {"rec": rec}
+        if self.cfg.loss == "sim":
+            v = m.step_map.training_velocity(q_prev, q, q_next, dt)
+            q_hat = 2.0 * q - q_prev + dt * dt * acceleration(m.terms(q, W.u[:, 1]), v)
+            parts["dyn"] = ((dec(q_hat) - dec(q_next)) / (dt * dt) / self.a_scale).pow(2).mean()
+        else:
+            parts["vel"], parts["acc"] = self.kinematic(x, W.xd[:, 1], (x_next - 2.0 * x + x_prev) / (dt * dt))
+        if self.cfg.rollout_steps:
+            parts["roll"] = self.rollout(W, q_prev, q)
+        return parts
+
+    def kinematic(self, x: torch.Tensor, xd: torch.Tensor, xdd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Appendix eqs. A.1-A.6: decoded velocity and acceleration against the data's."""
+        enc = self.model.encoder
+        tangent = lambda y: jvp(enc, (y,), (xd,))[1]  # noqa: E731  (dh_e/dx) xd at y
+        qd, curvature = jvp(tangent, (x,), (xd,))  # A.5, and d2h_e/dx2 : xd xd
+        q, qdd_lin = jvp(enc, (x,), (xdd,))
+        qdd = qdd_lin + curvature  # A.6
+        _, J, H = self.model.decoder.value_jh(q)
+        v_hat = torch.einsum("bnm,bm->bn", J, qd)  # A.3
+        a_hat = torch.einsum("bnm,bm->bn", J, qdd) + torch.einsum("bnij,bi,bj->bn", H, qd, qd)  # A.4
+        return ((v_hat - xd) / self.v_scale).pow(2).mean(), ((a_hat - xdd) / self.a_scale).pow(2).mean()
+
+    def rollout(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """``K`` steps of the model's step map; step ``k``'s decoded error as an acceleration.
+
+        Run from every ``K``-th window (they are in time order), so the ``K`` sequential steps
+        cost about what the one-step terms on all windows cost.
+        """
+        m, dt, K = self.model, W.dt, self.cfg.rollout_steps
+        W, q_prev, q = W.subset(np.arange(0, len(W), K)), q_prev[::K], q[::K]
+        predicted = []
+        for k in range(K):
+            q_prev, q = q, m.step(q_prev, q, W.u[:, k + 1], dt)
+            predicted.append(q)
+        B, n = W.x.shape[0], W.x.shape[2]
+        q_hat = torch.stack(predicted, 1).reshape(B * K, -1)
+        q_data = m.encoder(W.x[:, 2:K + 2].reshape(B * K, n))  # the decoder is 2 pi periodic in angles
+        err = (m.decoder(q_hat) - m.decoder(q_data)).reshape(B, K, n)
+        k = torch.arange(1, K + 1, dtype=F64)
+        return (err / (0.5 * k * (k + 1) * dt * dt)[None, :, None] / self.a_scale).pow(2).mean()
+
+    def __call__(self, W: Windows) -> tuple[torch.Tensor, dict]:
+        parts = self.terms(W)
+        loss = sum(self.weights[k] * v for k, v in parts.items())
+        return loss, {k: v.item() for k, v in parts.items()}
 
 
-def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None = None) -> TrainResult:
-    """Train a reduced model on a dataset; deterministic for a given seed."""
+def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None = None,
+          checkpoint: "Checkpointer | None" = None) -> TrainResult:
+    """Train a reduced model on a dataset; deterministic for a given seed.
+
+    With ``checkpoint`` the training state is written to its file every ``checkpoint.every``
+    seconds and on KeyboardInterrupt (then :class:`TrainingInterrupted` is raised), and with
+    ``checkpoint.resume`` training continues from that file.
+    """
     previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        return _train(ds, cfg, progress)
+        return _train(ds, cfg, progress, checkpoint)
     finally:
         torch.use_deterministic_algorithms(previous)
 
 
-def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None) -> TrainResult:
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training; the state was saved to ``checkpoint`` (None: no checkpointing)."""
+
+    def __init__(self, checkpoint: Path | None):
+        super().__init__(str(checkpoint or ""))
+        self.checkpoint = checkpoint
+
+
+CHECKPOINT_VERSION = 1
+LBFGS_CHUNK = 20  # L-BFGS iterations per optimiser step (and per progress entry)
+
+
+def checkpoint_path(out_dir) -> Path:
+    """Where ``mc2fmu train -o MODEL_DIR`` keeps its training state: ``MODEL_DIR.checkpoint.pt``."""
+    p = Path(out_dir)
+    return p.with_name(p.name + ".checkpoint.pt")
+
+
+@dataclass
+class Checkpointer:
+    """Writes the training state atomically to ``path`` every ``every`` seconds (<= 0: only on
+    Ctrl-C) at iteration boundaries; ``resume`` continues from it."""
+
+    path: Path
+    every: float = 30.0
+    resume: bool = False
+    _last: float = field(default=0.0, repr=False)
+
+    def start(self) -> None:
+        """The first periodic write comes ``every`` seconds from now."""
+        self._last = time.perf_counter()
+
+    def due(self) -> bool:
+        return self.every > 0 and time.perf_counter() - self._last >= self.every
+
+    def write(self, state: dict) -> None:
+        from .poses import atomic_output
+
+        with atomic_output(self.path) as tmp:
+            torch.save(state, tmp)
+        self._last = time.perf_counter()
+
+    def read(self, config: dict, data_hash: str) -> dict:
+        p = self.path
+        if not p.exists():
+            raise TrainingError(f"{p}: no checkpoint to resume from; run without --resume to start training")
+        try:
+            state = torch.load(p, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user error
+            raise TrainingError(f"{p}: not a readable training checkpoint ({type(exc).__name__}); "
+                                "delete it and run without --resume to start over") from None
+        if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
+            raise TrainingError(f"{p}: not a training checkpoint of this mc2fmu version; "
+                                "delete it and run without --resume to start over")
+        fix = f"resume with the same data and options, or delete {p} (and drop --resume) to start over"
+        saved = json.loads(state["config"])
+        changed = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in config.items() if saved.get(k) != v]
+        if changed:
+            raise TrainingError(f"{p}: the checkpoint was made with other training options "
+                                f"({'; '.join(changed)}): {fix}")
+        if state["data_hash"] != data_hash:
+            raise TrainingError(f"{p}: the checkpoint was made from other training data "
+                                f"(hash {state['data_hash'][:12]}, this data {data_hash[:12]}): {fix}")
+        return state
+
+
+def _data_hash(W: Windows, model: ReducedModel) -> str:
+    h = hashlib.sha256()
+    for a in W.arrays() + [model.M.numpy(), model.f_g.numpy(), model.f_B.numpy(), model.f_C.numpy()]:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _rng_state() -> dict:
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "numpy": [name, torch.as_tensor(keys.astype(np.int64)), pos, has_gauss, gauss]}
+
+
+def _set_rng_state(s: dict) -> None:
+    torch.set_rng_state(s["torch"])
+    name, keys, pos, has_gauss, gauss = s["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+
+
+def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None,
+           checkpoint: Checkpointer | None) -> TrainResult:
     cfg.validate()
     if cfg.dof >= ds.layout.size:
         raise TrainingError(f"--dof {cfg.dof}: must be smaller than the {ds.layout.size} natural coordinates")
@@ -261,20 +459,12 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     np.random.seed(cfg.seed)
     t0 = time.perf_counter()
     angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
-    T = make_triplets(ds, cfg.samples)
+    T = make_windows(ds, cfg.samples, cfg.window)
     model = build_model(ds, cfg, angles)
-    acc = (T.x_next - 2 * T.x + T.x_prev).numpy() / T.dt**2
-    if cfg.loss_scale == "channel":
-        # the decoder's output scales are exactly these per-channel spreads
-        x_scale, a_scale = model.decoder.x_scale.numpy(), _scales(acc, cfg.scale_floor)
-    else:
-        # one scale per term: errors weigh as metres (and m/s^2) whatever the channel
-        x_scale = np.full(ds.layout.size, np.sqrt(np.mean(ds.x.var(axis=0))))
-        a_scale = np.full(ds.layout.size, np.sqrt(np.mean(acc.var(axis=0))))
-    loss_fn = LossFunction(model, cfg, angles, x_scale, a_scale)
+    loss_fn = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, T))
 
     rng = np.random.default_rng(cfg.seed)
-    n = len(T.x)
+    n = len(T)
     perm = rng.permutation(n)
     n_val = max(2, int(round(cfg.validation_fraction * n)))
     train_set, val_set = T.subset(np.sort(perm[n_val:])), T.subset(np.sort(perm[:n_val]))
@@ -283,6 +473,8 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     best = {"val": math.inf, "state": copy.deepcopy(model.state_dict())}
     history: list[dict] = []
     total = cfg.adam_epochs + cfg.lbfgs_iters
+    # the whole run as a list of optimiser steps; a checkpoint names the next one to take
+    steps = [("adam", ep) for ep in range(cfg.adam_epochs)] + [("lbfgs", it) for it in range(0, cfg.lbfgs_iters, LBFGS_CHUNK)]
 
     def record(stage: str, it: int, loss: float, parts: dict) -> None:
         with torch.no_grad():
@@ -304,45 +496,90 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
 
     opt = torch.optim.Adam(params, lr=cfg.adam_lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.adam_epochs, 1), eta_min=cfg.adam_lr * 0.03)
-    for ep in range(cfg.adam_epochs):
-        opt.zero_grad()
+    lbfgs: torch.optim.LBFGS | None = None
+
+    def new_lbfgs() -> torch.optim.LBFGS:
+        return torch.optim.LBFGS(params, lr=1.0, max_iter=LBFGS_CHUNK, history_size=50, line_search_fn="strong_wolfe",
+                                 tolerance_grad=1e-12, tolerance_change=1e-15)
+
+    config_key = json.loads(json.dumps(cfg.to_dict()))  # as a checkpoint holds it
+    data_hash = _data_hash(T, model) if checkpoint else ""
+
+    def snapshot(step: int) -> dict:
+        """Everything needed to take ``steps[step]`` and the rest exactly as this run would."""
+        return copy.deepcopy({
+            "version": CHECKPOINT_VERSION, "step": step, "phase": steps[step][0] if step < len(steps) else "done",
+            "iteration": steps[step][1] if step < len(steps) else total,
+            "model": model.state_dict(), "adam": opt.state_dict(), "sched": sched.state_dict(),
+            "lbfgs": None if lbfgs is None else lbfgs.state_dict(),
+            "best_val": best["val"], "best_state": best["state"], "history": history,
+            "elapsed": time.perf_counter() - t0, "rng": _rng_state(),
+            "config": json.dumps(config_key, sort_keys=True), "data_hash": data_hash,
+        })
+
+    first = 0
+    if checkpoint and checkpoint.resume:
+        s = checkpoint.read(config_key, data_hash)
+        first = s["step"]
+        model.load_state_dict(s["model"])
+        opt.load_state_dict(s["adam"])
+        sched.load_state_dict(s["sched"])
+        if s["lbfgs"] is not None:
+            lbfgs = new_lbfgs()
+            lbfgs.load_state_dict(s["lbfgs"])
+        best.update(val=s["best_val"], state=s["best_state"])
+        history[:] = s["history"]
+        t0 -= s["elapsed"]
+        _set_rng_state(s["rng"])
+    if checkpoint:
+        checkpoint.start()
+
+    last = snapshot(first) if checkpoint else None
+    lbfgs_parts: dict = {}
+
+    def closure():
+        lbfgs.zero_grad()
         loss, parts = loss_fn(train_set)
         loss.backward()
-        opt.step()
-        sched.step()
-        if ep % 25 == 0 or ep == cfg.adam_epochs - 1:
-            record("adam", ep + 1, loss.item(), parts)
+        lbfgs_parts.update(parts)
+        return loss
 
-    if cfg.lbfgs_iters:
-        model.load_state_dict(best["state"])
-        lbfgs = torch.optim.LBFGS(params, lr=1.0, max_iter=20, history_size=50, line_search_fn="strong_wolfe",
-                                  tolerance_grad=1e-12, tolerance_change=1e-15)
-        state = {"parts": {}}
-
-        def closure():
-            lbfgs.zero_grad()
-            loss, parts = loss_fn(train_set)
-            loss.backward()
-            state["parts"] = parts
-            return loss
-
-        for it in range(0, cfg.lbfgs_iters, 20):
-            loss = lbfgs.step(closure)
-            record("lbfgs", min(it + 20, cfg.lbfgs_iters), loss.item(), state["parts"])
+    try:
+        for step in range(first, len(steps)):
+            if checkpoint:
+                last = snapshot(step)
+                if checkpoint.due():
+                    checkpoint.write(last)
+            stage, it = steps[step]
+            if stage == "adam":
+                opt.zero_grad()
+                loss, parts = loss_fn(train_set)
+                loss.backward()
+                opt.step()
+                sched.step()
+                if it % 25 == 0 or it == cfg.adam_epochs - 1:
+                    record("adam", it + 1, loss.item(), parts)
+            else:
+                if lbfgs is None:  # from Adam's best weights
+                    model.load_state_dict(best["state"])
+                    lbfgs = new_lbfgs()
+                loss = lbfgs.step(closure)
+                record("lbfgs", min(it + LBFGS_CHUNK, cfg.lbfgs_iters), loss.item(), dict(lbfgs_parts))
+    except KeyboardInterrupt:
+        if checkpoint and last is not None:
+            checkpoint.write(last)
+        raise TrainingInterrupted(checkpoint.path if checkpoint else None) from None
 
     model.load_state_dict(best["state"])
     with torch.no_grad():
         _, parts = loss_fn(T)
     seconds = time.perf_counter() - t0
-    metrics = {"val_loss": best["val"], "rec": parts["rec"], "dyn": parts["dyn"], "triplets": n,
-               "train_seconds": seconds}
+    metrics = {"val_loss": best["val"], **parts, "triplets": n, "train_seconds": seconds}
     return TrainResult(model, angles, history, metrics, seconds)
 
 
 def load_training_data(mechanism_path, run_paths) -> Dataset:
     """Runs are pose exports (ingested here) or one dataset written by `mc2fmu ingest`."""
-    from pathlib import Path
-
     from .dataset import ingest, load_dataset
 
     paths = [Path(p) for p in run_paths]
@@ -354,13 +591,23 @@ def load_training_data(mechanism_path, run_paths) -> Dataset:
     return ingest(mechanism_path, paths)
 
 
-def fit(mechanism_path, run_paths, cfg: TrainConfig, out_dir, progress: Callable[[dict], None] | None = None) -> dict:
-    """``mc2fmu train``: data -> trained model artifact directory.  Returns model.json's content."""
+def fit(mechanism_path, run_paths, cfg: TrainConfig, out_dir, progress: Callable[[dict], None] | None = None,
+        resume: bool = False, checkpoint_every: float = 30.0) -> dict:
+    """``mc2fmu train``: data -> trained model artifact directory.  Returns model.json's content.
+
+    The training state is kept in :func:`checkpoint_path` ``(out_dir)`` while training runs
+    (every ``checkpoint_every`` seconds and on Ctrl-C) and removed after the model is written;
+    ``resume`` continues from it.
+    """
     from .artifact import describe_training_data, save_model
 
     cfg.validate()
+    ckpt = Checkpointer(checkpoint_path(out_dir), checkpoint_every, resume)
+    if not resume and ckpt.path.exists():
+        raise TrainingError(f"{ckpt.path}: an interrupted training of {out_dir} left this checkpoint; "
+                            f"add --resume to continue it, or delete it to start over")
     ds = load_training_data(mechanism_path, run_paths)
-    result = train(ds, cfg, progress)
+    result = train(ds, cfg, progress, ckpt)
     model = result.model
     envelope, initial = describe_training_data(model, result.angles, ds.runs(), float(ds.dt[0]))
     dec = model.decoder
@@ -386,4 +633,5 @@ def fit(mechanism_path, run_paths, cfg: TrainConfig, out_dir, progress: Callable
         "seed": cfg.seed,
     }
     save_model(out_dir, model, meta)
+    ckpt.path.unlink(missing_ok=True)
     return meta

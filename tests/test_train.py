@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from mc2fmu.cli import main
 from mc2fmu.mechanism import load_mechanism
@@ -35,6 +36,10 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
         (["--dof", "1", "--hidden", "32,x"], ["--hidden", "positive integers"]),
         (["--dof", "1", "--activation", "relu"], ["activation 'relu'", "tanh"]),
         (["--dof", "1", "--step-map", "rk9"], ["step map 'rk9'", "centred"]),
+        (["--dof", "1", "--loss", "energy"], ["--loss 'energy'", "sim, appendix"]),
+        (["--dof", "1", "--rollout", "-2"], ["--rollout -2", ">= 0"]),
+        (["--dof", "1", "--rollout-weight", "-1"], ["--rollout-weight -1", ">= 0"]),
+        (["--dof", "1", "--rollout", "300"], ["windows of 302 samples", "smaller --rollout"]),
     ],
 )
 def test_bad_arguments_give_a_message(capsys, tmp_path, toy_mechanism, toy_run, args, fragments):
@@ -102,6 +107,226 @@ def test_training_is_deterministic(tmp_path, toy_mechanism, toy_run):
     with np.load(tmp_path / "a" / "weights.npz") as a, np.load(tmp_path / "b" / "weights.npz") as b:
         for k in a.files:
             assert np.array_equal(a[k], b[k]), k
+
+
+# ---------------------------------------------------------------------------- loss terms
+
+
+def _toy_loss(toy_mechanism, toy_run, **kw):
+    from mc2fmu.train import LossFunction, TrainConfig, build_model, load_training_data, loss_scales, make_windows
+
+    torch.manual_seed(0)
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(dof=1, angles="none", encoder_hidden=(8,), hidden=(8,), **kw)
+    model = build_model(ds, cfg, [False])
+    W = make_windows(ds, 60, cfg.window)
+    return ds, model, W, LossFunction(model, cfg, [False], loss_scales(cfg, model, ds, W))
+
+
+def test_windows_are_consecutive_samples(toy_mechanism, toy_run):
+    ds, _, W, _ = _toy_loss(toy_mechanism, toy_run, rollout_steps=4)
+    assert W.x.shape[1] == 6 and len(W) == 60
+    x = torch.as_tensor(ds.x)
+    start = int(np.flatnonzero((ds.x == W.x[7, 0].numpy()).all(axis=1))[0])
+    assert torch.equal(W.x[7], x[start:start + 6]) and torch.equal(W.u[7], torch.as_tensor(ds.u)[start:start + 6])
+
+
+@pytest.mark.parametrize("step_map", ["centred", "paper"])
+def test_rollout_term_is_the_k_step_rollout_residual(toy_mechanism, toy_run, step_map):
+    K = 3
+    _, model, W, loss = _toy_loss(toy_mechanism, toy_run, rollout_steps=K, step_map=step_map)
+    with torch.no_grad():
+        got = loss.terms(W)["roll"]
+        # by hand, one window at a time, every K-th window, with the simulation's ReducedModel.step
+        total, count = 0.0, 0
+        for j in range(0, len(W), K):
+            x, u = W.x[j], W.u[j]
+            q = [model.encoder(x[0:1]), model.encoder(x[1:2])]
+            for k in range(1, K + 1):
+                q.append(model.step(q[-2], q[-1], u[k:k + 1], W.dt))
+                err = model.decoder(q[-1]) - model.decoder(model.encoder(x[k + 1:k + 2]))
+                drift = k * (k + 1) / 2 * W.dt**2  # displacement of a unit acceleration error after k steps
+                total += float(((err / drift / loss.a_scale) ** 2).sum())
+                count += err.numel()
+    assert float(got) == pytest.approx(total / count, rel=1e-12)
+    assert float(got) > 0
+
+
+def test_one_step_rollout_of_the_paper_map_is_the_dynamics_term(toy_mechanism, toy_run):
+    _, _, W, loss = _toy_loss(toy_mechanism, toy_run, rollout_steps=1, step_map="paper")
+    with torch.no_grad():
+        parts = loss.terms(W)
+    assert float(parts["roll"]) == pytest.approx(float(parts["dyn"]), rel=1e-12)
+
+
+def _spinning_bar_autoencoder():
+    """An exact autoencoder for a point on a bar spinning in a plane: ``x = c + A (cos q, sin q)``,
+    ``q = atan2(A^-1 (x - c))`` (linear layers, angle-type coordinate)."""
+    from mc2fmu.model import Decoder, NeuralEncoder, ReducedModel
+
+    A = np.array([[0.7, -0.2], [0.3, 0.5]])
+    c = np.array([0.1, -0.4])
+    dec = Decoder(1, 2, (), "tanh", [True], np.zeros(1), np.ones(1), np.zeros(2), np.ones(2))
+    enc = NeuralEncoder(2, 1, (), "tanh", [True], np.zeros(2), np.ones(2))
+    Ai = np.linalg.inv(A)
+    with torch.no_grad():
+        dec.net.layers[0].weight.copy_(torch.as_tensor(A))
+        dec.net.layers[0].bias.copy_(torch.as_tensor(c))
+        enc.net.layers[0].weight.copy_(torch.as_tensor(Ai))
+        enc.net.layers[0].bias.copy_(torch.as_tensor(-Ai @ c))
+    z = np.zeros
+    model = ReducedModel(dec, enc, np.eye(2), z(2), z((2, 0)), z((0, 2, 2)), "centred")
+    t = torch.linspace(0, 2, 41, dtype=torch.float64)
+    q, qd, qdd = 0.3 + 2 * t + 1.5 * t**2, 2 + 3 * t, 3 + 0 * t  # through +-pi: the atan2 branch cut
+    cs, sc = torch.stack([torch.cos(q), torch.sin(q)], 1), torch.stack([-torch.sin(q), torch.cos(q)], 1)
+    At = torch.as_tensor(A)
+    x = torch.as_tensor(c) + cs @ At.T
+    xd = qd[:, None] * (sc @ At.T)
+    xdd = qdd[:, None] * (sc @ At.T) - (qd**2)[:, None] * (cs @ At.T)
+    return model, x, xd, xdd
+
+
+def test_appendix_loss_is_zero_for_an_exact_autoencoder():
+    from mc2fmu.train import LossFunction, TrainConfig
+
+    model, x, xd, xdd = _spinning_bar_autoencoder()
+    loss = LossFunction(model, TrainConfig(dof=1, loss="appendix"), [True], {k: np.ones(2) for k in "xva"})
+    vel, acc = loss.kinematic(x, xd, xdd)
+    assert float(vel) < 1e-26 and float(acc) < 1e-24
+    # not vacuous: a slightly wrong decoder (curvature) shows in both terms
+    with torch.no_grad():
+        model.decoder.net.layers[0].weight[0, 0] += 1e-3
+    vel, acc = loss.kinematic(x, xd, xdd)
+    assert float(vel) > 1e-9 and float(acc) > 1e-8
+
+
+def test_appendix_loss_trains_and_is_reported(capsys, tmp_path, toy_mechanism, toy_run):
+    out = tmp_path / "model"
+    code, stdout, err = run_cli(capsys, "train", toy_mechanism, toy_run, "--dof", "1", *FAST, "--loss", "appendix",
+                                "--rollout", "2", "-o", out)
+    assert code == 0, err
+    metrics = json.loads((out / "model.json").read_text())["training"]["metrics"]
+    assert {"rec", "vel", "acc", "roll"} <= set(metrics) and "dyn" not in metrics
+    assert "velocity" in stdout and "rollout" in stdout
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+
+TINY = dict(dof=1, samples=120, adam_epochs=30, lbfgs_iters=60, encoder_hidden=(8,), hidden=(8,))
+
+
+def _weights(model) -> dict:
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _interrupt_at(n_calls: int, exc=KeyboardInterrupt):
+    calls = {"n": 0}
+
+    def progress(entry):
+        calls["n"] += 1
+        if calls["n"] == n_calls:
+            raise exc("stop")
+
+    return progress
+
+
+@pytest.mark.parametrize("stop_after, every", [(1, 0.0), (3, 0.0), (4, 1e-9)],
+                         ids=["adam", "lbfgs", "lbfgs-periodic"])
+def test_resume_gives_the_uninterrupted_weights_bit_for_bit(toy_mechanism, toy_run, tmp_path, stop_after, every):
+    from mc2fmu.train import Checkpointer, TrainConfig, TrainingInterrupted, load_training_data, train
+
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(**TINY, rollout_steps=2)
+    reference = _weights(train(ds, cfg).model)
+    path = tmp_path / "m.checkpoint.pt"
+    # progress entries: adam 1, 26, 30, then one per 20 L-BFGS iterations
+    with pytest.raises(TrainingInterrupted) as info:
+        train(ds, cfg, _interrupt_at(stop_after), Checkpointer(path, every))
+    assert info.value.checkpoint == path and path.exists()
+    saved = torch.load(path, weights_only=True)
+    assert saved["phase"] == ("adam" if stop_after == 1 else "lbfgs")
+    result = train(ds, cfg, None, Checkpointer(path, every, resume=True))
+    got = _weights(result.model)
+    assert got.keys() == reference.keys()
+    for k in reference:
+        assert torch.equal(got[k], reference[k]), k
+
+
+def test_periodic_checkpoint_survives_a_crash(toy_mechanism, toy_run, tmp_path):
+    """A process killed between writes (here: any exception but Ctrl-C) resumes from the last one."""
+    from mc2fmu.train import Checkpointer, TrainConfig, load_training_data, train
+
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(**TINY)
+    reference = _weights(train(ds, cfg).model)
+    path = tmp_path / "m.checkpoint.pt"
+    with pytest.raises(RuntimeError):
+        train(ds, cfg, _interrupt_at(4, RuntimeError), Checkpointer(path, 1e-9))
+    assert path.exists()
+    got = _weights(train(ds, cfg, None, Checkpointer(path, resume=True)).model)
+    assert all(torch.equal(got[k], reference[k]) for k in reference)
+
+
+def test_cli_ctrl_c_saves_and_resume_finishes(capsys, tmp_path, toy_mechanism, toy_run, monkeypatch):
+    from mc2fmu import train as train_mod
+
+    args = ["train", toy_mechanism, toy_run, "--dof", "1", *FAST, "-q"]
+    assert run_cli(capsys, *args, "-o", tmp_path / "reference")[0] == 0
+
+    out = tmp_path / "model"
+    ckpt = tmp_path / "model.checkpoint.pt"
+    original = train_mod.LossFunction.__call__
+    calls = {"n": 0}
+
+    def ctrl_c(self, W):
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise KeyboardInterrupt
+        return original(self, W)
+
+    monkeypatch.setattr(train_mod.LossFunction, "__call__", ctrl_c)
+    code, _, err = run_cli(capsys, *args, "-o", out)
+    assert code == 130 and str(ckpt) in err and "--resume" in err
+    assert ckpt.exists() and not out.exists()
+    monkeypatch.setattr(train_mod.LossFunction, "__call__", original)
+
+    # a second run without --resume does not silently throw the saved state away
+    code, _, err = run_cli(capsys, *args, "-o", out)
+    assert code == 2 and str(ckpt) in err and "--resume" in err and "delete it" in err
+    # other options: a clear error naming the file, the option and the fix
+    code, _, err = run_cli(capsys, *args, "--seed", "5", "--resume", "-o", out)
+    assert code == 2 and str(ckpt) in err and "seed 0 -> 5" in err and "delete" in err
+
+    code, _, err = run_cli(capsys, *args, "--resume", "-o", out)
+    assert code == 0, err
+    assert not ckpt.exists()
+    with np.load(tmp_path / "reference" / "weights.npz") as a, np.load(out / "weights.npz") as b:
+        for k in a.files:
+            assert np.array_equal(a[k], b[k]), k
+
+
+def test_resume_checks_the_data_and_the_file(capsys, tmp_path, toy_mechanism, toy_run):
+    out = tmp_path / "model"
+    args = ["train", toy_mechanism, "--dof", "1", *FAST, "-q", "--resume", "-o", out]
+    code, _, err = run_cli(capsys, *args[:1], toy_run, *args[1:])
+    assert code == 2 and "model.checkpoint.pt: no checkpoint to resume from" in err
+
+    from mc2fmu.train import Checkpointer, TrainConfig, load_training_data, train
+
+    ds = load_training_data(toy_mechanism, [toy_run])
+    with pytest.raises(KeyboardInterrupt):
+        train(ds, TrainConfig(dof=1, adam_epochs=20, lbfgs_iters=20, samples=200), _interrupt_at(1),
+              Checkpointer(tmp_path / "model.checkpoint.pt", 0.0))
+    m = analytic_motion(n=150)
+    other = tmp_path / "other.csv"
+    write_run(other, m["t"], ["arm", "rod"], m["origin"], m["rotation"], ["tau", "F"], m["u"])
+    code, _, err = run_cli(capsys, *args[:1], other, *args[1:])
+    assert code == 2 and "other training data" in err and "model.checkpoint.pt" in err
+
+    (tmp_path / "model.checkpoint.pt").write_bytes(b"not a checkpoint")
+    code, _, err = run_cli(capsys, *args[:1], toy_run, *args[1:])
+    assert code == 2 and "not a readable training checkpoint" in err and "Traceback" not in err
 
 
 # ---------------------------------------------------------------------------- accuracy (slow)
