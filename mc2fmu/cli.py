@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write")
     p.add_argument("--backend", default="python", help="python (default: pythonfmu + onnxruntime)")
+    p.add_argument("--fmi", type=int, default=2, choices=(2, 3), help="FMI version (default 2; 3 needs --backend native)")
+    p.add_argument("--interface", default="cs", choices=("cs", "me", "both"),
+                   help="co-simulation (default), model exchange or both (me/both need --backend native)")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser(
@@ -411,7 +414,7 @@ def _cmd_from_mujoco(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import export_fmu
 
-    summary = export_fmu(args.model, args.output, args.backend)
+    summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface)
     worst = max(summary["onnx_max_difference"].values())
     print(f"wrote {args.output}: {summary['backend']} backend, {summary['variables']} variables, "
           f"ONNX graphs match torch to {worst:.1e}")
@@ -423,13 +426,15 @@ def _print_validation(result: dict) -> None:
     print(f"{result['fmu']}: model description: " + ("no problems" if not problems else f"{len(problems)} problem(s)"))
     for p in problems:
         print(f"  {p}")
-    print(f"  {'run':<12} {'NRMSE':>10} {'max pos err':>12} {'max rot err':>12} {'stop time':>10} {'envelope':>9} {'wall':>7}")
+    print(f"  {'run':<12} {'NRMSE':>10} {'max pos err':>12} {'max rot err':>12} {'stop time':>10} {'envelope':>9} "
+          f"{'err > 10 %':>10} {'wall':>7}")
     for r in result["runs"]:
         nrmse = f"{100 * r['position_nrmse']:.3f} %" if r["position_nrmse"] < float("inf") else "-"
         stop = "reached" if r["reached_stop_time"] else f"{r['stopped_at'] or 0:.3f} s"
         env = "inside" if r["envelope_flag_time"] is None else f"{r['envelope_flag_time']:.3f} s"
+        big = "never" if r["error_above_10pct_time"] is None else f"{r['error_above_10pct_time']:.3f} s"
         print(f"  {r['run']:<12} {nrmse:>10} {r['max_position_error']:>10.2e} m {r['max_rotation_error']:>8.2e} rad "
-              f"{stop:>10} {env:>9} {r['wall_time']:>5.1f} s")
+              f"{stop:>10} {env:>9} {big:>10} {r['wall_time']:>5.1f} s")
         if r["error"] or not r["reached_stop_time"]:
             own = [m for m in r["messages"] if m.startswith("mc2fmu:") and "envelope at" not in m]
             why = own[-1].splitlines()[0] if own else (r["error"] or "no message")
@@ -515,7 +520,7 @@ class _progress_bar:
             return None
         from tqdm import tqdm
 
-        self.bar = tqdm(total=1000, unit="", bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}",
+        self.bar = tqdm(total=1000, unit="", bar_format="{l_bar}{bar}| {elapsed}<{remaining}{postfix}",
                         desc="training", file=sys.stderr)
         return self.update
 

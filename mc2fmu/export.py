@@ -95,8 +95,13 @@ def _rewrite_zip(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
             zout.writestr(info, data)
 
 
-def _export_python(artifact, model_dir: Path, work: Path, out: Path) -> dict[str, Any]:
+def _export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
+                   interface: str = "cs") -> dict[str, Any]:
     from pythonfmu import FmuBuilder
+
+    if fmi_version != 2 or interface != "cs":
+        raise ExportError(f"--fmi {fmi_version} --interface {interface}: the python backend (pythonfmu) writes FMI 2.0 "
+                          "co-simulation only; use --backend native for FMI 3.0 or model exchange")
 
     from .onnx_export import export_onnx
 
@@ -133,14 +138,24 @@ def _export_python(artifact, model_dir: Path, work: Path, out: Path) -> dict[str
     return {"onnx_max_difference": errors, "module": module, "model_identifier": ident}
 
 
-#: backend name -> exporter(artifact, model_dir, work_dir, out_path) -> summary
+#: backend name -> exporter(artifact, model_dir, work_dir, out_path, fmi_version=, interface=) -> summary
 BACKENDS = {"python": _export_python}
+FMI_VERSIONS = (2, 3)
+INTERFACES = ("cs", "me", "both")
 
 
-def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: str = "python") -> dict[str, Any]:
-    """``mc2fmu export``: write ``out`` (.fmu) from a model directory; returns a summary."""
+def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: str = "python", fmi_version: int = 2,
+               interface: str = "cs") -> dict[str, Any]:
+    """``mc2fmu export``: write ``out`` (.fmu) from a model directory; returns a summary.
+
+    ``interface``: ``cs`` (co-simulation), ``me`` (model exchange) or ``both``.
+    """
     from .artifact import load_model
 
+    if fmi_version not in FMI_VERSIONS:
+        raise ExportError(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
+    if interface not in INTERFACES:
+        raise ExportError(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
     out = Path(out)
     if out.suffix != ".fmu":
         raise ExportError(f"{out}: an FMU file name must end in .fmu")
@@ -149,7 +164,9 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     model_dir = Path(model_dir)
     artifact = load_model(model_dir)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:
-        summary = BACKENDS[backend](artifact, model_dir, Path(tmp), Path(tmp_out))
-    summary.update({"fmu": str(out), "backend": backend, "variables": len(fmu_variables(artifact))})
+        summary = BACKENDS[backend](artifact, model_dir, Path(tmp), Path(tmp_out), fmi_version=fmi_version,
+                                    interface=interface)
+    summary.setdefault("variables", len(fmu_variables(artifact)))
+    summary.update({"fmu": str(out), "backend": backend, "fmi_version": fmi_version, "interface": interface})
     log.info("wrote %s (%s backend)", out, backend)
     return summary

@@ -13,6 +13,11 @@ Names (a public contract, kept stable):
   excursion outside it in units of that channel's training span);
 * parameters: ``q_start[i]``, ``qd_start[i]``, defaulting to the first training run's
   initial state.
+
+Backend- and interface-specific extras come *after* these, so the contract's value
+references never move: model exchange adds the state derivatives ``der(q[i])`` and
+``der(qd[i])`` (locals; ``q[i]``, ``qd[i]`` are then the continuous states), FMI 3 adds the
+independent variable ``time``.  The python backend (FMI 2 co-simulation) has neither.
 """
 
 from __future__ import annotations
@@ -33,23 +38,31 @@ UNITS: dict[str, dict[str, int]] = {
     "N": {"kg": 1, "m": 1, "s": -2},
     "N.m": {"kg": 1, "m": 2, "s": -2},
     "1": {},
+    "s": {"s": 1},
+    "m/s2": {"m": 1, "s": -2},
+    "rad/s2": {"rad": 1, "s": -2},
+    "1/s2": {"s": -2},
 }
 
 
 @dataclass(frozen=True)
 class Variable:
     name: str
-    causality: str  # input | output | parameter
+    causality: str  # input | output | parameter | local (ME derivatives) | independent (FMI 3 time)
     variability: str  # continuous | fixed
-    initial: str | None  # exact | calculated | None (inputs)
+    initial: str | None  # exact | calculated | None (inputs, time)
     unit: str
     description: str
     start: float | None  # None for calculated outputs
-    role: str  # input | pose | q | qd | envelope | q_start | qd_start
+    role: str  # input | pose | q | qd | envelope | q_start | qd_start | der_q | der_qd | time
     index: int  # position within its role (input channel, body*7+component, coordinate)
+    derivative: int | None = None  # a state derivative: the position of its state in the list
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["derivative"] is None:  # the contract's variables serialise exactly as before
+            del d["derivative"]
+        return d
 
 
 def _coordinate_units(artifact) -> tuple[list[str], list[str]]:
@@ -74,8 +87,12 @@ def _coordinate_label(artifact, i: int) -> str:
     return f"learnt minimal coordinate {i + 1}" + (" (an angle)" if artifact.angles[i] else "")
 
 
-def fmu_variables(artifact) -> list[Variable]:
-    """The FMU's variables in value-reference order."""
+def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: bool = False) -> list[Variable]:
+    """The FMU's variables in value-reference order.
+
+    Without options: the contract (every backend, FMI 2 co-simulation).  ``model_exchange``
+    appends ``der(q[i])`` then ``der(qd[i])``; ``independent_time`` (FMI 3) appends ``time``.
+    """
     mech = artifact.mechanism
     init = artifact.meta["initial_state"]
     out: list[Variable] = []
@@ -105,6 +122,19 @@ def fmu_variables(artifact) -> list[Variable]:
     for i in range(artifact.dof):
         out.append(Variable(f"qd_start[{i + 1}]", "parameter", "fixed", "exact", qd_units[i],
                             f"initial value of qd[{i + 1}]", float(init["qd"][i]), "qd_start", i))
+    if model_exchange:
+        acc_units = {"rad/s": "rad/s2", "m/s": "m/s2", "1/s": "1/s2"}
+        pos = {v.name: k for k, v in enumerate(out)}
+        for i in range(artifact.dof):
+            out.append(Variable(f"der(q[{i + 1}])", "local", "continuous", "calculated", qd_units[i],
+                                f"time derivative of the state q[{i + 1}] (= qd[{i + 1}])", None, "der_q", i,
+                                derivative=pos[f"q[{i + 1}]"]))
+        for i in range(artifact.dof):
+            out.append(Variable(f"der(qd[{i + 1}])", "local", "continuous", "calculated", acc_units[qd_units[i]],
+                                f"time derivative of the state qd[{i + 1}] (the reduced acceleration)", None,
+                                "der_qd", i, derivative=pos[f"qd[{i + 1}]"]))
+    if independent_time:
+        out.append(Variable("time", "independent", "continuous", None, "s", "simulation time", None, "time", 0))
     return out
 
 
@@ -112,21 +142,37 @@ def _fmt(v: float) -> str:
     return repr(float(v)) if math.isfinite(v) else "0.0"
 
 
+def _source_files(parent: Element, files: list[str] | None) -> None:
+    if files:
+        sf = SubElement(parent, "SourceFiles")
+        for f in files:
+            SubElement(sf, "File", {"name": f})
+
+
 def model_description_fmi2(variables: list[Variable], *, model_name: str, model_identifier: str, guid: str,
                            description: str, generation_tool: str, stop_time: float, step_size: float,
                            can_get_set_state: bool = True, can_serialize_state: bool = True,
-                           log_categories: dict[str, str] | None = None) -> bytes:
-    """An FMI 2.0 co-simulation ``modelDescription.xml`` for ``variables`` (value reference = index)."""
+                           log_categories: dict[str, str] | None = None, co_simulation: bool = True,
+                           model_exchange: bool = False, source_files: list[str] | None = None) -> bytes:
+    """An FMI 2.0 ``modelDescription.xml`` for ``variables`` (value reference = index):
+    co-simulation (default), model exchange or both.  For model exchange ``variables`` must
+    hold the state derivatives (``fmu_variables(..., model_exchange=True)``)."""
     root = Element("fmiModelDescription", {
         "fmiVersion": "2.0", "modelName": model_name, "guid": guid, "description": description,
         "generationTool": generation_tool, "variableNamingConvention": "structured", "numberOfEventIndicators": "0"})
-    SubElement(root, "CoSimulation", {
-        "modelIdentifier": model_identifier, "needsExecutionTool": "false",
-        "canHandleVariableCommunicationStepSize": "true", "canInterpolateInputs": "false",
-        "canBeInstantiatedOnlyOncePerProcess": "false", "canNotUseMemoryManagementFunctions": "true",
-        "canGetAndSetFMUstate": str(can_get_set_state).lower(),
-        "canSerializeFMUstate": str(can_serialize_state).lower()})
-    used = sorted({v.unit for v in variables}, key=list(UNITS).index)
+    caps = {"canBeInstantiatedOnlyOncePerProcess": "false", "canNotUseMemoryManagementFunctions": "true",
+            "canGetAndSetFMUstate": str(can_get_set_state).lower(),
+            "canSerializeFMUstate": str(can_serialize_state).lower()}
+    if model_exchange:
+        me = SubElement(root, "ModelExchange", {"modelIdentifier": model_identifier, "needsExecutionTool": "false",
+                                                "completedIntegratorStepNotNeeded": "false", **caps})
+        _source_files(me, source_files)
+    if co_simulation:
+        cs = SubElement(root, "CoSimulation", {
+            "modelIdentifier": model_identifier, "needsExecutionTool": "false",
+            "canHandleVariableCommunicationStepSize": "true", "canInterpolateInputs": "false", **caps})
+        _source_files(cs, source_files)
+    used = sorted({v.unit for v in variables if v.causality != "independent"}, key=list(UNITS).index)
     units = SubElement(root, "UnitDefinitions")
     for u in used:
         unit = SubElement(units, "Unit", {"name": u})
@@ -146,18 +192,87 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
         real = {"unit": v.unit}
         if v.start is not None:
             real["start"] = _fmt(v.start)
+        if v.derivative is not None:
+            real["derivative"] = str(v.derivative + 1)
         SubElement(sv, "Real", real)
     ms = SubElement(root, "ModelStructure")
     outputs = [i for i, v in enumerate(variables) if v.causality == "output"]
     params = [i for i, v in enumerate(variables) if v.causality == "parameter"]
     inputs = [i for i, v in enumerate(variables) if v.causality == "input"]
-    if outputs:
-        o = SubElement(ms, "Outputs")
-        for i in outputs:
-            # co-simulation: outputs follow the internal state, no direct feed-through
-            SubElement(o, "Unknown", {"index": str(i + 1), "dependencies": ""})
+    derivatives = [i for i, v in enumerate(variables) if v.derivative is not None]
+    if not model_exchange:
+        if outputs:
+            o = SubElement(ms, "Outputs")
+            for i in outputs:
+                # co-simulation: outputs follow the internal state, no direct feed-through
+                SubElement(o, "Unknown", {"index": str(i + 1), "dependencies": ""})
+            iu = SubElement(ms, "InitialUnknowns")
+            deps = " ".join(str(i + 1) for i in sorted(params + inputs))
+            for i in outputs:
+                SubElement(iu, "Unknown", {"index": str(i + 1), "dependencies": deps})
+    else:
+        # model exchange (and both): dependencies left out, i.e. on every known (the envelope
+        # depends on the inputs, the accelerations on states and inputs)
+        if outputs:
+            o = SubElement(ms, "Outputs")
+            for i in outputs:
+                SubElement(o, "Unknown", {"index": str(i + 1)})
+        d = SubElement(ms, "Derivatives")
+        for i in derivatives:
+            SubElement(d, "Unknown", {"index": str(i + 1)})
         iu = SubElement(ms, "InitialUnknowns")
-        deps = " ".join(str(i + 1) for i in sorted(params + inputs))
-        for i in outputs:
-            SubElement(iu, "Unknown", {"index": str(i + 1), "dependencies": deps})
+        for i in sorted(set(outputs) | set(derivatives)):
+            SubElement(iu, "Unknown", {"index": str(i + 1)})
+    return parseString(tostring(root, "UTF-8")).toprettyxml(indent="  ", encoding="UTF-8")
+
+
+def model_description_fmi3(variables: list[Variable], *, model_name: str, model_identifier: str,
+                           instantiation_token: str, description: str, generation_tool: str, stop_time: float,
+                           step_size: float, log_categories: dict[str, str] | None = None,
+                           co_simulation: bool = True, model_exchange: bool = False) -> bytes:
+    """An FMI 3.0 ``modelDescription.xml`` (Float64 variables, value reference = index) for
+    ``fmu_variables(..., independent_time=True[, model_exchange=...])``."""
+    root = Element("fmiModelDescription", {
+        "fmiVersion": "3.0", "modelName": model_name, "instantiationToken": instantiation_token,
+        "description": description, "generationTool": generation_tool, "variableNamingConvention": "structured"})
+    caps = {"modelIdentifier": model_identifier, "needsExecutionTool": "false",
+            "canBeInstantiatedOnlyOncePerProcess": "false", "canGetAndSetFMUState": "true",
+            "canSerializeFMUState": "true"}
+    if model_exchange:
+        SubElement(root, "ModelExchange", {**caps, "needsCompletedIntegratorStep": "true"})
+    if co_simulation:
+        SubElement(root, "CoSimulation", {**caps, "canHandleVariableCommunicationStepSize": "true",
+                                          "providesIntermediateUpdate": "false", "hasEventMode": "false"})
+    used = sorted({v.unit for v in variables}, key=list(UNITS).index)
+    units = SubElement(root, "UnitDefinitions")
+    for u in used:
+        unit = SubElement(units, "Unit", {"name": u})
+        SubElement(unit, "BaseUnit", {k: str(e) for k, e in UNITS[u].items()})
+    if log_categories:
+        cats = SubElement(root, "LogCategories")
+        for name, desc in log_categories.items():
+            SubElement(cats, "Category", {"name": name, "description": desc})
+    SubElement(root, "DefaultExperiment", {"startTime": "0.0", "stopTime": _fmt(stop_time), "stepSize": _fmt(step_size)})
+    mv = SubElement(root, "ModelVariables")
+    for vr, v in enumerate(variables):
+        attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,
+                 "variability": v.variability}
+        if v.initial is not None:
+            attrs["initial"] = v.initial
+        attrs["unit"] = v.unit
+        if v.start is not None:
+            attrs["start"] = _fmt(v.start)
+        if v.derivative is not None:
+            attrs["derivative"] = str(v.derivative)  # FMI 3: the state's value reference
+        SubElement(mv, "Float64", attrs)
+    ms = SubElement(root, "ModelStructure")
+    outputs = [i for i, v in enumerate(variables) if v.causality == "output"]
+    derivatives = [i for i, v in enumerate(variables) if v.derivative is not None]
+    for i in outputs:
+        SubElement(ms, "Output", {"valueReference": str(i)} if model_exchange else
+                   {"valueReference": str(i), "dependencies": ""})
+    for i in derivatives:
+        SubElement(ms, "ContinuousStateDerivative", {"valueReference": str(i)})
+    for i in sorted(set(outputs) | set(derivatives)):
+        SubElement(ms, "InitialUnknown", {"valueReference": str(i)})
     return parseString(tostring(root, "UTF-8")).toprettyxml(indent="  ", encoding="UTF-8")

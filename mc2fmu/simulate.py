@@ -73,7 +73,10 @@ def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray
     qd = grid_velocity(q, q_prev, qd0, dt)
     xs = artifact.decode(np.nan_to_num(q))
     xs[~np.isfinite(q).all(axis=1)] = np.nan
-    env = artifact.envelope.distance(q, qd, u)
+    # the input that drove the step into sample k (an FMU's outputs at t_k are computed before
+    # the importer sets the next input): u_0 at the start, u_{k-1} after
+    u_applied = np.concatenate([u[:1], u[:-1]]) if len(u) else u
+    env = artifact.envelope.distance(q, qd, u_applied)
     return {"q": q, "qd": qd, "x": xs, "envelope": env}
 
 

@@ -132,7 +132,8 @@ def validate_run(info: FmuInfo, mechanism, run_path: str | os.PathLike, timeout:
         "error": res["error"],
         "messages": [m["message"] for m in res["messages"] if m["status"] > 0],
     }
-    series = {"t": res["time"], "origin": origin, "ref_origin": ref_origin, "envelope": env, "error": err_t}
+    series = {"t": res["time"], "origin": origin, "ref_origin": ref_origin, "envelope": env, "error": err_t,
+              "ref_t": run.t, "ref_origin_full": run.origin}
     return {"summary": summary, "series": series}
 
 
@@ -181,20 +182,29 @@ def write_report(report_dir: str | os.PathLike, info: FmuInfo, result: dict, run
         t = d["t"]
         for b, body in enumerate(info.bodies):
             for c, axis in enumerate("xyz"):
-                ref = d["ref_origin"][:, b, c]
+                ref = d["ref_origin_full"][:, b, c]
                 if np.ptp(ref) < 1e-9 * max(1.0, float(np.abs(ref).max(initial=0))):
                     continue  # a coordinate that does not move adds nothing but clutter
-                line, = axes[0].plot(t, ref, lw=1.0, label=f"{body}.{axis}")
+                line, = axes[0].plot(d["ref_t"], ref, lw=1.0, label=f"{body}.{axis}")
                 axes[0].plot(t, d["origin"][:, b, c], lw=1.0, ls="--", color=line.get_color())
         axes[0].set_ylabel("position, m")
         axes[0].set_title(f"{name}: reference (solid) vs FMU (dashed)")
         axes[0].legend(fontsize=7, ncol=4, loc="upper right")
         axes[1].semilogy(t, np.maximum(d["error"], 1e-16), lw=1.0)
+        axes[1].axhline(BIG_ERROR, color="r", lw=0.8, ls=":", label="10 %")
         axes[1].set_ylabel("max position error /\nposition spread")
+        axes[1].legend(fontsize=7)
         axes[2].plot(t, d["envelope"], lw=1.0)
+        axes[2].set_yscale("symlog", linthresh=LEAVE_THRESHOLD)
         axes[2].axhline(LEAVE_THRESHOLD, color="r", lw=0.8, ls=":", label="leave threshold")
-        axes[2].set_ylabel("envelope distance")
+        axes[2].set_ylabel("envelope distance\n(training spans)")
         axes[2].set_xlabel("time, s")
+        for when, label, color in ((s["envelope_flag_time"], "envelope left", "tab:orange"),
+                                   (None if s["reached_stop_time"] else s["stopped_at"], "FMU stopped", "k")):
+            if when is not None:
+                for ax in axes:
+                    ax.axvline(when, color=color, lw=0.8, ls="--")
+                axes[2].plot([], [], color=color, lw=0.8, ls="--", label=label)
         axes[2].legend(fontsize=7)
         png = out / f"{name}.png"
         fig.savefig(png, dpi=90)

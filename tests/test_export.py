@@ -117,10 +117,9 @@ def test_fmpy_validate_finds_no_problems(exported, name):
     assert float(md.defaultExperiment.stepSize) == pytest.approx(1e-3)
 
 
-@pytest.mark.parametrize("name", MECHANISMS)
-def test_fmu_matches_mc2fmu_simulate(exported, reference_run, name):
-    """Parity: the FMU under fmpy (fresh process) and `mc2fmu simulate` of the same model,
-    over a held-out run: positions to 1e-9 m, and the same envelope flag."""
+def _assert_parity(model_dir, fmu, mech_path, run_path) -> dict:
+    """The FMU under fmpy (fresh process) against `mc2fmu simulate`'s rollout of the same
+    model on ``run_path``: positions to 1e-9 m, the same stop and the same envelope flag."""
     from mc2fmu.artifact import load_model
     from mc2fmu.mechanism import load_mechanism
     from mc2fmu.natural import nc_from_poses, poses_from_nc
@@ -128,8 +127,6 @@ def test_fmu_matches_mc2fmu_simulate(exported, reference_run, name):
     from mc2fmu.simulate import simulate_run
     from mc2fmu.validate import FmuInfo, validate_run
 
-    model_dir, fmu, mech_path, _ = exported(name)
-    run_path = reference_run(name, "low")["path"]
     art, mech = load_model(model_dir), load_mechanism(mech_path)
     run = read_run(run_path, mech)
     ref = simulate_run(art, nc_from_poses(art.layout, run.origin, run.rotation), run.u)
@@ -145,8 +142,59 @@ def test_fmu_matches_mc2fmu_simulate(exported, reference_run, name):
     diff = np.abs(series["origin"] - origin[:n])
     assert np.nanmax(diff) <= 1e-9, np.nanmax(diff)
     assert np.array_equal(np.isfinite(series["origin"]), np.isfinite(origin[:n]))
+    both = np.isfinite(series["envelope"]) & np.isfinite(ref["envelope"][:n])
+    env_ref = ref["envelope"][:n][both]
+    assert (np.abs(series["envelope"][both] - env_ref) <= 1e-6 * np.maximum(1.0, env_ref)).all()
     ref_flag = art.envelope.first_exit(ref["envelope"])
     assert summary["envelope_flag_time"] == (None if ref_flag is None else pytest.approx(run.t[ref_flag]))
+    return summary
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_fmu_matches_mc2fmu_simulate(exported, reference_run, name):
+    model_dir, fmu, mech_path, _ = exported(name)
+    _assert_parity(model_dir, fmu, mech_path, reference_run(name, "low")["path"])
+
+
+def test_angle_latent_fmu_matches_simulate_through_full_revolutions(spinning_pendulum, tmp_path):
+    """An angle-type coordinate (cos/sin in, atan2 out, unbounded envelope) through the FMU."""
+    from mc2fmu.export import export_fmu
+    from mc2fmu.train import TrainConfig, fit
+
+    mech, run, theta = spinning_pendulum
+    meta = fit(mech, [run], TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=60), tmp_path / "model")
+    assert meta["angles"] == [True] and meta["envelope"]["q_min"] == [None]
+    export_fmu(tmp_path / "model", tmp_path / "spin.fmu")
+    summary = _assert_parity(tmp_path / "model", tmp_path / "spin.fmu", mech, run)
+    assert summary["reached_stop_time"]
+
+
+@pytest.mark.parametrize("name, dof", [("two_bar", 2), ("macpherson", 1)])
+def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, name, dof):
+    """The variable contract and fmpy's validation on the other bundled mechanisms (2 DOF and
+    two force inputs; six spatial bodies).  Barely trained: only the export is checked."""
+    from fmpy import read_model_description
+    from fmpy.validation import validate_fmu
+
+    from mc2fmu.export import export_fmu
+    from mc2fmu.mechanism import load_mechanism
+    from mc2fmu.onnx_export import TOLERANCE
+    from mc2fmu.train import TrainConfig, fit
+
+    run = reference_run(name, "train")
+    mech_path = Path(run["path"]).parent.parent / "mechanism.toml"
+    fit(mech_path, [run["path"]], TrainConfig(dof=dof, samples=64, adam_epochs=2, lbfgs_iters=2), tmp_path / "m")
+    summary = export_fmu(tmp_path / "m", tmp_path / "m.fmu")
+    assert max(summary["onnx_max_difference"].values()) <= TOLERANCE
+    assert validate_fmu(str(tmp_path / "m.fmu")) == []
+    mech = load_mechanism(mech_path)
+    md = read_model_description(str(tmp_path / "m.fmu"))
+    names = [v.name for v in md.modelVariables]
+    expected = [*mech.input_names, *(f"{b}.{c}" for b in mech.body_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")),
+                *(f"q[{i}]" for i in range(1, dof + 1)), *(f"qd[{i}]" for i in range(1, dof + 1)), "envelope",
+                *(f"q_start[{i}]" for i in range(1, dof + 1)), *(f"qd_start[{i}]" for i in range(1, dof + 1))]
+    assert names == expected
+    assert [v.valueReference for v in md.modelVariables] == list(range(len(expected)))
 
 
 def _block_inputs(name: str, reference_run, block: float, t_end: float) -> list[list[float]]:

@@ -1,0 +1,95 @@
+"""Accuracy of the exported FMUs under fmpy on every run, and their parity with `mc2fmu simulate`.
+
+    python benchmarks/fmu_accuracy.py [NAMES...] [--models DIR] [--modes autoencoder,known]
+
+For each mechanism and mode: export the trained model `DIR/<name>-<mode>-w1` (as written by
+benchmarks/train_accuracy.py; trained here with the defaults if missing) with the python
+backend, run `mc2fmu validate` on the train, low, shape and high runs (fmpy, a fresh process
+per run) and print position NRMSE per run, when the `high` run's envelope flag rose and
+when its error first exceeded 10 %, the largest position difference to `mc2fmu simulate`'s
+rollout of the same model (over the samples both produced), and fmpy's model-description
+problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.train_accuracy import DOF, KNOWN, ensure_runs  # noqa: E402
+from examples.reference import EXCITATIONS, MECHANISMS  # noqa: E402
+from mc2fmu.artifact import load_model  # noqa: E402
+from mc2fmu.export import export_fmu  # noqa: E402
+from mc2fmu.mechanism import load_mechanism  # noqa: E402
+from mc2fmu.natural import nc_from_poses, poses_from_nc  # noqa: E402
+from mc2fmu.poses import read_run  # noqa: E402
+from mc2fmu.simulate import simulate_run  # noqa: E402
+from mc2fmu.train import TrainConfig, fit  # noqa: E402
+from mc2fmu.validate import FmuInfo, validate_run  # noqa: E402
+
+
+def parity(art, run, series) -> float:
+    """Largest |FMU - simulate| position difference over the samples both produced."""
+    ref = simulate_run(art, nc_from_poses(art.layout, run.origin, run.rotation), run.u)
+    n = len(series["t"])
+    ok = np.isfinite(ref["x"][:n]).all(axis=1) & np.isfinite(series["origin"]).all(axis=(1, 2))
+    if not ok.any():
+        return float("nan")
+    origin = poses_from_nc(art.layout, ref["x"][:n][ok])[0]
+    return float(np.abs(series["origin"][ok] - origin).max())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", default=MECHANISMS)
+    ap.add_argument("--models", default=str(ROOT / "out" / "bench"), help="folder of trained models")
+    ap.add_argument("--modes", default="autoencoder,known")
+    args = ap.parse_args(argv)
+    rows = []
+    for name in args.names:
+        folder = ensure_runs(name)
+        mech = load_mechanism(folder / "mechanism.toml")
+        for mode in args.modes.split(","):
+            model = Path(args.models) / f"{name}-{mode}-w1"
+            if not (model / "model.json").exists():
+                print(f"training {name} ({mode}, defaults) -> {model}", file=sys.stderr)
+                coords = KNOWN[name] if mode == "known" else ()
+                fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"],
+                    TrainConfig(dof=DOF[name], coords=coords), model)
+            art = load_model(model)
+            with tempfile.TemporaryDirectory() as tmp:
+                fmu = Path(tmp) / f"{name}.fmu"
+                export_fmu(model, fmu)
+                from fmpy.validation import validate_fmu
+
+                problems = len(validate_fmu(str(fmu)))
+                info = FmuInfo(fmu)
+                res, worst = {}, 0.0
+                for exc in EXCITATIONS:
+                    path = folder / "runs" / f"{exc}.csv.gz"
+                    out = validate_run(info, mech, path)
+                    res[exc] = out["summary"]
+                    worst = max(worst, parity(art, read_run(path, mech), out["series"]))
+                    print(f"{name} {mode} {exc}: NRMSE {100 * res[exc]['position_nrmse']:.3f} %", file=sys.stderr)
+            rows.append((name, mode, res, worst, problems))
+    fmt = lambda s: f"{100 * s['position_nrmse']:.3f} %" if s["reached_stop_time"] else "stopped"  # noqa: E731
+    t = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
+    print(f"\n{'mechanism':<14}{'mode':<13}{'train':>10}{'low':>10}{'shape':>10}{'high: flag / 10 %':>20}"
+          f"{'|FMU - simulate|':>18}{'problems':>10}")
+    for name, mode, res, worst, problems in rows:
+        high = res["high"]
+        print(f"{name:<14}{mode:<13}{fmt(res['train']):>10}{fmt(res['low']):>10}{fmt(res['shape']):>10}"
+              f"{t(high['envelope_flag_time']) + ' / ' + t(high['error_above_10pct_time']):>20}{worst:>16.1e} m"
+              f"{problems:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
