@@ -138,8 +138,15 @@ def _export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version
     return {"onnx_max_difference": errors, "module": module, "model_identifier": ident}
 
 
+def _export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
+                   interface: str = "cs") -> dict[str, Any]:
+    from .native import export_native  # lazily: the torch-free paths stay fast
+
+    return export_native(artifact, model_dir, work, out, fmi_version=fmi_version, interface=interface)
+
+
 #: backend name -> exporter(artifact, model_dir, work_dir, out_path, fmi_version=, interface=) -> summary
-BACKENDS = {"python": _export_python}
+BACKENDS = {"python": _export_python, "native": _export_native}
 FMI_VERSIONS = (2, 3)
 INTERFACES = ("cs", "me", "both")
 

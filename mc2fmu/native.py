@@ -1,0 +1,384 @@
+"""The native FMU backend: generated C, FMI 2.0 and 3.0, co-simulation and model exchange.
+
+The FMU carries a compiled library (``binaries/<platform>/<modelIdentifier>.so``, built here
+with the C compiler ``$CC``, default ``gcc``) and its C sources (``sources/``, with
+``buildDescription.xml`` for FMI 3), so the importer needs no Python at all and users on
+other platforms compile the sources themselves.
+
+* ``sources/mc2fmu_model.h`` is rendered from ``templates/native/mc2fmu_model.h.in``: data
+  only (sizes, the variable table of :func:`mc2fmu.fmu_description.fmu_variables`, weights
+  as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
+  model as sparse rows, the body layout, the envelope);
+* ``mc2fmu_native.h`` (dynamics and runtime) and ``mc2fmu_fmi2.c`` / ``mc2fmu_fmi3.c``
+  (the FMI glue) are copied unchanged from ``templates/native/``.
+
+Everything but the FMI functions has internal linkage (one translation unit, ``static``,
+``-fvisibility=hidden``), so two native FMUs live side by side in one process without
+``FMI2_FUNCTION_PREFIX``.
+
+At export the same sources are also compiled into a self-check library whose decoder
+(value, J, H), right-hand side, step map and poses are compared with torch (and numpy's SVD)
+at points spread over the training envelope; a difference above :data:`TOLERANCE` is an
+:class:`~mc2fmu.errors.ExportError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import math
+import os
+import shutil
+import string
+import subprocess
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .envelope import LEAVE_THRESHOLD
+from .errors import ExportError
+from .fmu_description import fmu_variables, model_description_fmi2, model_description_fmi3
+
+log = logging.getLogger(__name__)
+
+NATIVE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "native"
+SHARED_SOURCES = ("mc2fmu_native.h",)
+GLUE = {2: "mc2fmu_fmi2.c", 3: "mc2fmu_fmi3.c"}
+#: portable flags: no -march=native, so the binary runs on any x86-64 (set $MC2FMU_CFLAGS to override)
+CFLAGS = ("-std=c99", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra")
+TOLERANCE = 1e-12  # self-check: max |C - torch| relative to max(1, |value|)
+ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "softplus": 2}
+ROLES = {"input": "MC2FMU_ROLE_INPUT", "pose": "MC2FMU_ROLE_POSE", "q": "MC2FMU_ROLE_Q", "qd": "MC2FMU_ROLE_QD",
+         "envelope": "MC2FMU_ROLE_ENVELOPE", "q_start": "MC2FMU_ROLE_Q_START", "qd_start": "MC2FMU_ROLE_QD_START",
+         "der_q": "MC2FMU_ROLE_DER_Q", "der_qd": "MC2FMU_ROLE_DER_QD", "time": "MC2FMU_ROLE_TIME"}
+
+
+def fmi_headers() -> Path:
+    """The FMI 2/3 C headers of the installed fmpy package (not copies in this repository)."""
+    try:
+        import fmpy
+    except ImportError:  # pragma: no cover - fmpy is a dependency
+        raise ExportError("the native backend compiles against fmpy's FMI headers; install fmpy "
+                          "(python -m pip install fmpy)") from None
+    path = Path(fmpy.__file__).parent / "c-code"
+    if not (path / "fmi2Functions.h").exists() or not (path / "fmi3Functions.h").exists():
+        raise ExportError(f"{path}: the FMI headers are missing from the fmpy installation; reinstall fmpy")
+    return path
+
+
+def platform_folder(fmi_version: int) -> tuple[str, str]:
+    """``binaries/`` sub-folder and shared-library suffix for this machine."""
+    import fmpy
+
+    return (fmpy.platform if fmi_version == 2 else fmpy.platform_tuple), fmpy.sharedLibraryExtension
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC", "gcc")
+    path = shutil.which(cc)
+    if path is None:
+        raise ExportError(f"the native backend needs a C compiler and '{cc}' was not found on PATH; install one "
+                          "(e.g. `apt-get install gcc`) or set CC to its name, or use --backend python")
+    return path
+
+
+def cflags() -> list[str]:
+    extra = os.environ.get("MC2FMU_CFLAGS")
+    return list(CFLAGS) + (extra.split() if extra else [])
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _c_double(v: float) -> str:
+    v = float(v)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    return repr(v)  # shortest round-trip repr: gcc parses it back to the same double
+
+
+def _c_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _array(ctype: str, name: str, values, per_line: int = 4, comment: str = "") -> str:
+    values = list(values)
+    fmt = _c_double if ctype == "double" else (lambda v: str(int(v)))
+    if not values:  # C has no zero-length arrays: a placeholder the sizes never reach
+        values, note = [0], " /* empty */"
+    else:
+        note = ""
+    lines = [", ".join(fmt(v) for v in values[i:i + per_line]) for i in range(0, len(values), per_line)]
+    head = f"/* {comment} */\n" if comment else ""
+    return f"{head}static const {ctype} {name}[{len(values)}] = {{{note}\n    " + ",\n    ".join(lines) + "\n};"
+
+
+def _csr(A: np.ndarray) -> tuple[list[int], list[int], list[float]]:
+    row, col, val = [0], [], []
+    for i in range(A.shape[0]):
+        nz = np.flatnonzero(A[i])
+        col += nz.tolist()
+        val += A[i, nz].tolist()
+        row.append(len(col))
+    return row, col, val
+
+
+def instantiation_token(model_dir: Path, fmi_version: int, interface: str) -> str:
+    h = hashlib.sha256(f"mc2fmu {__version__} native fmi{fmi_version} {interface}".encode())
+    for name in ("model.json", "weights.npz"):
+        h.update((Path(model_dir) / name).read_bytes())
+    return "{" + str(uuid.UUID(bytes=h.digest()[:16], version=4)) + "}"
+
+
+def render_model_header(artifact, variables, *, token: str, ident: str, interface: str) -> str:
+    """``mc2fmu_model.h``: the model's data, rendered from the artifact."""
+    state = {k: v.detach().cpu().numpy().astype(np.float64) for k, v in artifact.model.state_dict().items()}
+    arch = artifact.meta["architecture"]
+    m, n_x, n_u = artifact.dof, artifact.layout.size, len(artifact.mechanism.inputs)
+    bodies = artifact.layout.bodies
+    n_layers = len([k for k in state if k.startswith("decoder.net.layers.") and k.endswith(".weight")])
+    Ws = [state[f"decoder.net.layers.{i}.weight"] for i in range(n_layers)]
+    bs = [state[f"decoder.net.layers.{i}.bias"] for i in range(n_layers)]
+    n_feat = Ws[0].shape[1]
+    if Ws[-1].shape[0] != n_x or arch["activation"] not in ACTIVATIONS or arch["step_map"] not in ("centred", "paper"):
+        raise ExportError(f"{artifact.path}: the native backend supports decoders with {n_x} outputs, activations "
+                          f"{', '.join(ACTIVATIONS)} and step maps centred/paper; this model has "
+                          f"{Ws[-1].shape[0]} outputs, {arch['activation']}, {arch['step_map']}")
+    wmax = max([n_feat] + [W.shape[0] for W in Ws])
+    M_row, M_col, M_val = _csr(state["M"])
+    f_C = state["f_C"].reshape(n_u, n_x, n_x)
+    C_row, C_col, C_val = [], [], []
+    for k in range(n_u):
+        r, c, v = _csr(f_C[k])
+        C_row += [x + len(C_col) for x in r]
+        C_col += c
+        C_val += v
+    if not n_u:
+        C_row = [0] * (n_x + 1)
+    env = artifact.envelope
+    defines = {
+        "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
+        "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),
+        "MC2FMU_INSTANTIATION_TOKEN": _c_string(token),
+        "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
+        "MC2FMU_NF": n_feat, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables),
+        "MC2FMU_ACTIVATION": f"{ACTIVATIONS[arch['activation']]} /* {arch['activation']} */",
+        "MC2FMU_STEP_CENTRED": f"{int(arch['step_map'] == 'centred')} /* step map {arch['step_map']} */",
+        "MC2FMU_DT": _c_double(artifact.dt),
+        "MC2FMU_LEAVE_THRESHOLD": _c_double(LEAVE_THRESHOLD),
+        "MC2FMU_HAS_CS": int(interface in ("cs", "both")), "MC2FMU_HAS_ME": int(interface in ("me", "both")),
+    }
+    arrays = [
+        _array("int", "mc2fmu_angle", [int(a) for a in artifact.angles], comment="1: an angle coordinate (cos, sin in)"),
+        _array("double", "mc2fmu_q_mean", state["decoder.q_mean"]),
+        _array("double", "mc2fmu_q_scale", state["decoder.q_scale"]),
+        _array("double", "mc2fmu_x_mean", state["decoder.x_mean"]),
+        _array("double", "mc2fmu_x_scale", state["decoder.x_scale"]),
+        _array("int", "mc2fmu_layer_in", [W.shape[1] for W in Ws], per_line=16),
+        _array("int", "mc2fmu_layer_out", [W.shape[0] for W in Ws], per_line=16),
+    ]
+    for i, (W, b) in enumerate(zip(Ws, bs)):
+        arrays.append(_array("double", f"mc2fmu_WT{i}", W.T.ravel(), comment=f"decoder layer {i}: W^T ({W.shape[1]} x {W.shape[0]})"))
+        arrays.append(_array("double", f"mc2fmu_b{i}", b))
+    arrays.append("static const double *const mc2fmu_WT[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_WT{i}" for i in range(n_layers))))
+    arrays.append("static const double *const mc2fmu_b[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_b{i}" for i in range(n_layers))))
+    arrays += [
+        _array("int", "mc2fmu_M_row", M_row, per_line=16, comment="NC mass matrix M, compressed sparse rows"),
+        _array("int", "mc2fmu_M_col", M_col, per_line=16),
+        _array("double", "mc2fmu_M_val", M_val),
+        _array("double", "mc2fmu_f_g", state["f_g"], comment="f = f_g + f_B u + sum_i u_i f_C[i] x"),
+        _array("double", "mc2fmu_f_B", state["f_B"].reshape(n_x, n_u).ravel() if n_u else [], comment="f_B, row-major (NX x NU)"),
+        _array("int", "mc2fmu_C_row", C_row, per_line=16, comment="f_C[i], compressed sparse rows, one block of NX + 1 per input"),
+        _array("int", "mc2fmu_C_col", C_col, per_line=16),
+        _array("double", "mc2fmu_C_val", C_val),
+        _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),
+        _array("double", "mc2fmu_body_length", [b.length for b in bodies]),
+        _array("double", "mc2fmu_body_com", [c for b in bodies for c in b.com], per_line=3),
+        _array("double", "mc2fmu_env_lo", env.lower, comment="training envelope of q, qd, u (INFINITY: unbounded)"),
+        _array("double", "mc2fmu_env_hi", env.upper),
+    ]
+    rows = [f"    {{{_c_string(v.name)}, {ROLES[v.role]}, {v.index}, {_c_double(v.start if v.start is not None else 0.0)}}}"
+            for v in variables]
+    arrays.append(f"/* the variables in value-reference order (mc2fmu.fmu_description.fmu_variables) */\n"
+                  f"static const mc2fmu_variable mc2fmu_variables[{len(variables)}] = {{\n" + ",\n".join(rows) + "\n};")
+    path = NATIVE_TEMPLATES / "mc2fmu_model.h.in"
+    if not path.exists():
+        raise ExportError(f"{path}: template missing; the mc2fmu installation is incomplete (reinstall it)")
+    return string.Template(path.read_text()).substitute(
+        model_name=artifact.mechanism.name, mc2fmu_version=__version__,
+        defines="\n".join(f"#define {k} {v}" for k, v in defines.items()), arrays="\n\n".join(arrays))
+
+
+# ------------------------------------------------------------------ building
+
+
+def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token: str, ident: str,
+                  interface: str) -> list[str]:
+    """Write the C sources into ``folder``; returns the file names (the compiled one first)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "mc2fmu_model.h").write_text(render_model_header(artifact, variables, token=token, ident=ident,
+                                                               interface=interface))
+    names = [GLUE[fmi_version], *SHARED_SOURCES]
+    for name in names:
+        src = NATIVE_TEMPLATES / name
+        if not src.exists():
+            raise ExportError(f"{src}: template missing; the mc2fmu installation is incomplete (reinstall it)")
+        shutil.copyfile(src, folder / name)
+    return [names[0], "mc2fmu_model.h", *names[1:]]
+
+
+def compile_library(source: Path, out: Path, *, extra: list[str] | None = None) -> list[str]:
+    """Compile one translation unit into a shared library; returns the compiler's warnings."""
+    cmd = [compiler(), *cflags(), "-shared", "-I", str(source.parent), "-I", str(fmi_headers()), *(extra or []),
+           str(source), "-o", str(out), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        first = "\n".join(proc.stderr.strip().splitlines()[:15])
+        raise ExportError(f"{source.name}: the C compiler failed (exit {proc.returncode}):\n{first}\n"
+                          f"command: {' '.join(cmd)}")
+    warnings = [line for line in proc.stderr.splitlines() if "warning:" in line]
+    for w in warnings:
+        log.warning("C compiler: %s", w)
+    return warnings
+
+
+def self_check(artifact, sources: Path, work: Path, points: int = 16) -> dict[str, float]:
+    """Compile the sources with ``-DMC2FMU_SELFTEST`` and compare the C dynamics with torch
+    (decoder value/J/H, rhs, step map) and the C poses with numpy's SVD at points spread over
+    the training envelope; returns the largest relative difference of each."""
+    import torch
+
+    from .natural import poses_from_nc
+    from .onnx_export import sample_points
+
+    lib_path = work / "selftest.so"
+    compile_library(sources / GLUE[2], lib_path, extra=["-DMC2FMU_SELFTEST"])
+    lib = ctypes.CDLL(str(lib_path))
+    fn = lib.mc2fmu_selftest
+    fn.restype = ctypes.c_int
+    m, n_x, n_u = artifact.dof, artifact.layout.size, len(artifact.mechanism.inputs)
+    n_b = len(artifact.layout.bodies)
+    model = artifact.model
+    worst = {"decoder": 0.0, "rhs": 0.0, "step": 0.0, "poses": 0.0}
+
+    def ptr(a):
+        return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+
+    def rel(got, ref):
+        return float(np.max(np.abs(got - ref) / np.maximum(1.0, np.abs(ref)))) if ref.size else 0.0
+
+    for p in sample_points(artifact, points, seed=7):
+        q, qd, qp = (np.ascontiguousarray(p[k][0], dtype=np.float64) for k in ("q", "qd", "q_prev"))
+        u = np.ascontiguousarray(p["u"][0] if n_u else np.zeros(1), dtype=np.float64)
+        x, J, H, xv = np.zeros(n_x), np.zeros(n_x * m), np.zeros(n_x * m * m), np.zeros(n_x)
+        qdd, qn, pose = np.zeros(m), np.zeros(m), np.zeros(7 * n_b)
+        fn(ptr(q), ptr(qd), ptr(u), ptr(qp), ptr(x), ptr(J), ptr(H), ptr(xv), ptr(qdd), ptr(qn), ptr(pose))
+        with torch.no_grad():
+            t = lambda a: torch.as_tensor(a[None], dtype=torch.float64)  # noqa: E731
+            tu = t(p["u"][0]) if n_u else torch.zeros(1, 0, dtype=torch.float64)
+            rx, rJ, rH = (a[0].numpy() for a in model.decoder.value_jh(t(q)))
+            rqdd = model.acceleration(t(q), t(qd), tu)[0].numpy()
+            rqn = model.step(t(qp), t(q), tu, artifact.dt)[0].numpy()
+            rxv = model.decoder(t(q))[0].numpy()
+        worst["decoder"] = max(worst["decoder"], rel(x, rx), rel(J, rJ.ravel()), rel(H, rH.ravel()), rel(xv, rxv))
+        worst["rhs"] = max(worst["rhs"], rel(qdd, rqdd))
+        worst["step"] = max(worst["step"], rel(qn, rqn))
+        origin, rotation = poses_from_nc(artifact.layout, xv[None])
+        ref_pose = np.zeros(7 * n_b)
+        for b in range(n_b):
+            ref_pose[7 * b:7 * b + 3] = origin[0, b]
+            ref_pose[7 * b + 3:7 * b + 7] = _quaternion_np(rotation[0, b])
+        worst["poses"] = max(worst["poses"], rel(pose, ref_pose))
+    for name, err in worst.items():
+        log.info("native %s: max |C - reference| = %.1e (relative)", name, err)
+        if not err <= TOLERANCE:
+            raise ExportError(f"the generated C code's {name} differs from the reference by {err:.2e} (tolerance "
+                              f"{TOLERANCE:g}); this is a bug in the native backend, please report it with the model")
+    return worst
+
+
+def _quaternion_np(R: np.ndarray) -> np.ndarray:
+    """Shepperd's method as in the python backend (w >= 0)."""
+    tr = R[0, 0] + R[1, 1] + R[2, 2]
+    k = int(np.argmax([tr, R[0, 0], R[1, 1], R[2, 2]]))
+    if k == 0:
+        s = 2.0 * math.sqrt(1.0 + tr)
+        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
+    elif k == 1:
+        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
+        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
+    elif k == 2:
+        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
+        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
+    else:
+        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
+        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
+    q = np.array(q) / np.linalg.norm(q)
+    return -q if q[0] < 0 else q
+
+
+def build_description(ident: str, source: str) -> bytes:
+    """FMI 3 ``sources/buildDescription.xml``: one C99 translation unit."""
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<fmiBuildDescription fmiVersion="3.0">\n'
+            f'  <BuildConfiguration modelIdentifier="{ident}">\n'
+            f'    <SourceFileSet language="C99">\n'
+            f'      <SourceFile name="{source}"/>\n'
+            f'    </SourceFileSet>\n'
+            f'    <Library name="m"/>\n'
+            f'  </BuildConfiguration>\n'
+            f'</fmiBuildDescription>\n').encode()
+
+
+def _zip(out: Path, members: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in sorted(members):
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (0o755 if name.startswith("binaries/") else 0o644) << 16
+            z.writestr(info, members[name])
+
+
+def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
+                  interface: str = "cs") -> dict[str, Any]:
+    """The ``native`` entry of :data:`mc2fmu.export.BACKENDS`."""
+    from .export import LOG_CATEGORIES, model_identifier
+
+    me, cs = interface in ("me", "both"), interface in ("cs", "both")
+    variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3)
+    ident = model_identifier(artifact.mechanism.name)
+    token = instantiation_token(model_dir, fmi_version, interface)
+    sources = work / "sources"
+    files = write_sources(artifact, variables, sources, fmi_version=fmi_version, token=token, ident=ident,
+                          interface=interface)
+    folder, suffix = platform_folder(fmi_version)
+    binary = work / f"{ident}{suffix}"
+    warnings = compile_library(sources / files[0], binary)
+    checks = self_check(artifact, sources, work)
+    common = dict(
+        model_name=artifact.mechanism.name, model_identifier=ident,
+        description=f"mc2fmu reduced model of '{artifact.mechanism.name}': {artifact.dof} minimal coordinate(s), "
+                    f"{artifact.meta['mode']}, step map {artifact.meta['architecture']['step_map']}",
+        generation_tool=f"mc2fmu {__version__} (native backend)",
+        stop_time=float(artifact.meta["training"]["duration"]), step_size=artifact.dt, log_categories=LOG_CATEGORIES,
+        co_simulation=cs, model_exchange=me)
+    if fmi_version == 2:
+        xml = model_description_fmi2(variables, guid=token, source_files=files[:1] + sorted(files[1:]), **common)
+    else:
+        xml = model_description_fmi3(variables, instantiation_token=token, **common)
+    members = {"modelDescription.xml": xml, f"binaries/{folder}/{ident}{suffix}": binary.read_bytes()}
+    for name in files:
+        members[f"sources/{name}"] = (sources / name).read_bytes()
+    if fmi_version == 3:
+        members["sources/buildDescription.xml"] = build_description(ident, files[0])
+    _zip(out, members)
+    return {"native_max_difference": checks, "model_identifier": ident, "instantiation_token": token,
+            "compiler": compiler(), "cflags": cflags(), "compiler_warnings": warnings, "variables": len(variables),
+            "sources": [f"sources/{n}" for n in files]}
