@@ -27,6 +27,8 @@ def rotation_error(R_model: np.ndarray, R_ref: np.ndarray) -> np.ndarray:
 
 
 def error_over_time(p_model: np.ndarray, p_ref: np.ndarray) -> np.ndarray:
-    """Largest position error over bodies at each sample, normalised like the NRMSE."""
+    """Largest position error over bodies at each sample, normalised like the NRMSE (NaN when
+    no body origin moves: the normalisation is undefined)."""
     den = np.sqrt(np.mean((p_ref - p_ref.mean(axis=0)) ** 2))
-    return np.linalg.norm(p_model - p_ref, axis=-1).max(axis=-1) / den
+    err = np.linalg.norm(p_model - p_ref, axis=-1).max(axis=-1)
+    return err / den if den > 0 else np.full(len(err), np.nan)

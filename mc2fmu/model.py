@@ -89,6 +89,17 @@ class Decoder(nn.Module):
         return self.x_mean + s * y, s[:, None] * Jy, s[:, None, None] * Hy
 
 
+def atan2(y: Tensor, x: Tensor) -> Tensor:
+    """``atan2(y, x)`` in float64 from ops ONNX Runtime has in float64 (it has ``Atan`` in
+    float32 only): a float32 estimate ``t0`` plus one correction, the angle between ``(x, y)``
+    and ``(cos t0, sin t0)`` to first order, ``(y cos t0 - x sin t0) / (x cos t0 + y sin t0)``.
+    The estimate is off by ~1e-7 rad, the correction's own error is ~1e-21 rad."""
+    t0 = torch.atan2(y.float(), x.float()).to(y.dtype)
+    c, s = torch.cos(t0), torch.sin(t0)
+    den = x * c + y * s
+    return torch.where(den > 0, t0 + (y * c - x * s) / torch.where(den > 0, den, 1.0), t0)
+
+
 class NeuralEncoder(nn.Module):
     """``h_e: x -> q`` for unknown minimal coordinates."""
 
@@ -105,7 +116,7 @@ class NeuralEncoder(nn.Module):
         q, k = [], 0
         for is_angle in self.angles:
             if is_angle:
-                q.append(torch.atan2(out[:, k + 1], out[:, k]))
+                q.append(atan2(out[:, k + 1], out[:, k]))
                 k += 2
             else:
                 q.append(out[:, k])

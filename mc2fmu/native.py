@@ -50,7 +50,7 @@ NATIVE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "nativ
 SHARED_SOURCES = ("mc2fmu_native.h",)
 GLUE = {2: "mc2fmu_fmi2.c", 3: "mc2fmu_fmi3.c"}
 #: portable flags: no -march=native, so the binary runs on any x86-64 (set $MC2FMU_CFLAGS to override)
-CFLAGS = ("-std=c99", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra")
+CFLAGS = ("-std=c99", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra")
 TOLERANCE = 1e-12  # self-check: max |C - torch| relative to max(1, |value|)
 ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "softplus": 2}
 ROLES = {"input": "MC2FMU_ROLE_INPUT", "pose": "MC2FMU_ROLE_POSE", "q": "MC2FMU_ROLE_Q", "qd": "MC2FMU_ROLE_QD",

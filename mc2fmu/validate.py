@@ -114,7 +114,7 @@ def validate_run(info: FmuInfo, mechanism, run_path: str | os.PathLike, timeout:
     env = out[:, -1] if n else np.zeros(0)
     flag = np.flatnonzero(~(env <= LEAVE_THRESHOLD))
     err_t = error_over_time(origin, ref_origin) if n else np.zeros(0)
-    big = np.flatnonzero(~(err_t <= BIG_ERROR))
+    big = np.flatnonzero((err_t > BIG_ERROR) | ~np.isfinite(origin).all(axis=(1, 2)))
     # a run that stopped early counts as failed from the time it stopped
     big_time = float(res["time"][big[0]]) if big.size else (None if reached else (float(res["time"][-1]) if n else 0.0))
     summary = {

@@ -42,6 +42,12 @@ typedef struct {
 
 #include "mc2fmu_model.h"
 
+#if defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER)
+#define MC2FMU_RESTRICT __restrict
+#else
+#define MC2FMU_RESTRICT
+#endif
+
 #define MC2FMU_NQ2 (MC2FMU_NQ * MC2FMU_NQ)
 #define MC2FMU_P (1 + MC2FMU_NQ + MC2FMU_NQ2) /* packed value, Jacobian row, Hessian block */
 #define MC2FMU_NE (2 * MC2FMU_NQ + MC2FMU_NU) /* envelope channels: q, qd, u */
@@ -82,23 +88,35 @@ static void mc2fmu_features(const double *q, mc2fmu_rows Z, int np) {
     }
 }
 
-/* out[p] = W in[p] (+ b for the value row); W is stored transposed (n_in x n_out), so the
-   inner loop runs over independent outputs (vectorisable, no dependency chain). */
+/* out[p] = W in[p] (+ b for the value row), for the packed rows p < np.  W is stored
+   transposed (n_in x n_out); a tile of 4 outputs x np rows is accumulated in registers
+   over the inputs (independent sums, vectorisable; each sum runs over i in order). */
 static void mc2fmu_affine(int l, mc2fmu_rows in, mc2fmu_rows out, int np) {
     const int ni = mc2fmu_layer_in[l], no = mc2fmu_layer_out[l];
-    const double *WT = mc2fmu_WT[l], *b = mc2fmu_b[l];
-    int p, i, o;
-    for (p = 0; p < np; p++) {
-        double *y = out[p];
-        for (o = 0; o < no; o++) y[o] = 0.0;
+    const double *MC2FMU_RESTRICT WT = mc2fmu_WT[l], *MC2FMU_RESTRICT b = mc2fmu_b[l];
+    int p, i, o, r;
+    for (o = 0; o + 4 <= no; o += 4) {
+        double acc[MC2FMU_P][4];
+        for (p = 0; p < np; p++)
+            for (r = 0; r < 4; r++) acc[p][r] = 0.0;
         for (i = 0; i < ni; i++) {
-            const double z = in[p][i];
-            const double *w = WT + (size_t)i * no;
-            if (z == 0.0) continue; /* exact: adds nothing (zero rows of J, H at the features) */
-            for (o = 0; o < no; o++) y[o] += w[o] * z;
+            const double *MC2FMU_RESTRICT w = WT + (size_t)i * no + o;
+            for (p = 0; p < np; p++) {
+                const double z = in[p][i];
+                for (r = 0; r < 4; r++) acc[p][r] += w[r] * z;
+            }
         }
-        if (p == 0)
-            for (o = 0; o < no; o++) y[o] += b[o];
+        for (p = 0; p < np; p++)
+            for (r = 0; r < 4; r++) out[p][o + r] = acc[p][r];
+        for (r = 0; r < 4; r++) out[0][o + r] += b[o + r];
+    }
+    for (; o < no; o++) {
+        for (p = 0; p < np; p++) {
+            double s = 0.0;
+            for (i = 0; i < ni; i++) s += WT[(size_t)i * no + o] * in[p][i];
+            out[p][o] = s;
+        }
+        out[0][o] += b[o];
     }
 }
 
@@ -167,20 +185,47 @@ typedef struct {
     double MJ[MC2FMU_NX * MC2FMU_NQ];           /* M J */
     double Mm[MC2FMU_NQ2];                      /* J^T M J */
     double fm[MC2FMU_NQ];                       /* J^T f */
+    double q[MC2FMU_NQ];                        /* where x, J, H, MJ, Mm were evaluated */
+    int valid;                                  /* ... if set */
     mc2fmu_layer_buf bufA, bufB;                /* scratch of the network */
 } mc2fmu_terms;
 
-/* everything at q (and u) that does not depend on the velocity */
-static void mc2fmu_eval_terms(const double *q, const double *u, mc2fmu_terms *T) {
-    double f[MC2FMU_NX];
+/* x, J, H, M J and M_m at q: the decoder's geometry, cached by the value of q (the output
+   poses at a grid point and the next step's terms share one decoder evaluation) */
+static void mc2fmu_eval_geometry(const double *q, mc2fmu_terms *T) {
     int n, j, k, r;
-    mc2fmu_rows Z = mc2fmu_network(q, T->bufA, T->bufB, MC2FMU_P);
+    mc2fmu_rows Z;
+    if (T->valid && memcmp(T->q, q, sizeof T->q) == 0) return;
+    Z = mc2fmu_network(q, T->bufA, T->bufB, MC2FMU_P);
     for (n = 0; n < MC2FMU_NX; n++) {
         const double s = mc2fmu_x_scale[n];
         T->x[n] = mc2fmu_x_mean[n] + s * Z[0][n];
         for (j = 0; j < MC2FMU_NQ; j++) T->J[n * MC2FMU_NQ + j] = s * Z[1 + j][n];
         for (j = 0; j < MC2FMU_NQ2; j++) T->H[n * MC2FMU_NQ2 + j] = s * Z[1 + MC2FMU_NQ + j][n];
     }
+    /* M J (M sparse, CSR), M_m = J^T M J */
+    for (n = 0; n < MC2FMU_NX; n++) {
+        for (j = 0; j < MC2FMU_NQ; j++) {
+            double s = 0.0;
+            for (r = mc2fmu_M_row[n]; r < mc2fmu_M_row[n + 1]; r++) s += mc2fmu_M_val[r] * T->J[mc2fmu_M_col[r] * MC2FMU_NQ + j];
+            T->MJ[n * MC2FMU_NQ + j] = s;
+        }
+    }
+    for (j = 0; j < MC2FMU_NQ; j++)
+        for (k = 0; k < MC2FMU_NQ; k++) {
+            double m = 0.0;
+            for (n = 0; n < MC2FMU_NX; n++) m += T->J[n * MC2FMU_NQ + j] * T->MJ[n * MC2FMU_NQ + k];
+            T->Mm[j * MC2FMU_NQ + k] = m;
+        }
+    memcpy(T->q, q, sizeof T->q);
+    T->valid = 1;
+}
+
+/* everything at q and u that does not depend on the velocity */
+static void mc2fmu_eval_terms(const double *q, const double *u, mc2fmu_terms *T) {
+    double f[MC2FMU_NX];
+    int n, j, k, r;
+    mc2fmu_eval_geometry(q, T);
     /* f = f_g + f_B u + sum_i u_i f_C[i] x */
     for (n = 0; n < MC2FMU_NX; n++) {
         double s = 0.0;
@@ -195,21 +240,8 @@ static void mc2fmu_eval_terms(const double *q, const double *u, mc2fmu_terms *T)
             f[n] += u[k] * s;
         }
     }
-    /* M J (M sparse, CSR), M_m = J^T M J, f_m = J^T f */
-    for (n = 0; n < MC2FMU_NX; n++) {
-        for (j = 0; j < MC2FMU_NQ; j++) {
-            double s = 0.0;
-            for (r = mc2fmu_M_row[n]; r < mc2fmu_M_row[n + 1]; r++) s += mc2fmu_M_val[r] * T->J[mc2fmu_M_col[r] * MC2FMU_NQ + j];
-            T->MJ[n * MC2FMU_NQ + j] = s;
-        }
-    }
     for (j = 0; j < MC2FMU_NQ; j++) {
         double s = 0.0;
-        for (k = 0; k < MC2FMU_NQ; k++) {
-            double m = 0.0;
-            for (n = 0; n < MC2FMU_NX; n++) m += T->J[n * MC2FMU_NQ + j] * T->MJ[n * MC2FMU_NQ + k];
-            T->Mm[j * MC2FMU_NQ + k] = m;
-        }
         for (n = 0; n < MC2FMU_NX; n++) s += T->J[n * MC2FMU_NQ + j] * f[n];
         T->fm[j] = s;
     }
@@ -658,9 +690,16 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
         break;
     case MC2FMU_ROLE_POSE:
         if (!c->pose_valid) {
-            double x[MC2FMU_NX];
-            mc2fmu_decode(mc2fmu_cur_q(c), x);
-            mc2fmu_poses(x, c->pose);
+            const double *q = mc2fmu_cur_q(c);
+            if (c->interface == MC2FMU_CS && mc2fmu_running(c) && memcmp(q, c->s.hist[2], sizeof c->s.hist[2]) == 0) {
+                /* at a grid point: the next step evaluates its terms here anyway */
+                mc2fmu_eval_geometry(q, &c->T);
+                mc2fmu_poses(c->T.x, c->pose);
+            } else {
+                double x[MC2FMU_NX];
+                mc2fmu_decode(q, x);
+                mc2fmu_poses(x, c->pose);
+            }
             c->pose_valid = 1;
         }
         *value = c->pose[var->index];

@@ -1,0 +1,1 @@
+"""A minimal C host (``host.c``) for native FMUs and its Python driver (``run.py``)."""
