@@ -249,7 +249,7 @@ def compile_library(source: Path, out: Path, *, extra: list[str] | None = None) 
     return warnings
 
 
-def self_check(artifact, sources: Path, work: Path, points: int = 16) -> dict[str, float]:
+def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_version: int = 2) -> dict[str, float]:
     """Compile the sources with ``-DMC2FMU_SELFTEST`` and compare the C dynamics with torch
     (decoder value/J/H, rhs, step map) and the C poses with numpy's SVD at points spread over
     the training envelope; returns the largest relative difference of each."""
@@ -259,7 +259,7 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16) -> dict[st
     from .onnx_export import sample_points
 
     lib_path = work / "selftest.so"
-    compile_library(sources / GLUE[2], lib_path, extra=["-DMC2FMU_SELFTEST"])
+    compile_library(sources / GLUE[fmi_version], lib_path, extra=["-DMC2FMU_SELFTEST"])
     lib = ctypes.CDLL(str(lib_path))
     fn = lib.mc2fmu_selftest
     fn.restype = ctypes.c_int
@@ -272,7 +272,11 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16) -> dict[st
         return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
 
     def rel(got, ref):
-        return float(np.max(np.abs(got - ref) / np.maximum(1.0, np.abs(ref)))) if ref.size else 0.0
+        # the same non-finite value on both sides (e.g. a barely trained model whose M_m is not
+        # positive definite at a point) is agreement; any other non-finite difference is not
+        same = (np.isnan(got) & np.isnan(ref)) | (np.isinf(ref) & (got == ref))
+        err = np.where(same, 0.0, np.abs(got - ref) / np.maximum(1.0, np.abs(np.where(same, 0.0, ref))))
+        return float(np.max(err)) if err.size else 0.0
 
     for p in sample_points(artifact, points, seed=7):
         q, qd, qp = (np.ascontiguousarray(p[k][0], dtype=np.float64) for k in ("q", "qd", "q_prev"))
@@ -346,6 +350,27 @@ def _zip(out: Path, members: dict[str, bytes]) -> None:
             z.writestr(info, members[name])
 
 
+def _validation_resources(artifact, model_dir: Path, work: Path) -> dict[str, bytes]:
+    """``resources/``: not read by the C code; what `mc2fmu validate` reads from any mc2fmu FMU
+    (``fmu.json``, ``model.json`` and the encoder graph that gives a run's initial state)."""
+    import json
+
+    from .export import runtime_config
+    from .onnx_export import TOLERANCE as ONNX_TOLERANCE, _export_one, _modules, check_graph, graph_specs, sample_points
+
+    spec = graph_specs(len(artifact.mechanism.inputs))["encoder"]
+    module = _modules(artifact)["encoder"]
+    points = sample_points(artifact, 8)
+    path = work / "encoder.onnx"
+    _export_one(module, spec, points[0], path)
+    err = check_graph(path, module, spec, points)
+    if not err <= ONNX_TOLERANCE:
+        raise ExportError(f"{path}: onnxruntime differs from torch by {err:.2e}; this is a bug in the exporter")
+    return {"resources/fmu.json": json.dumps(runtime_config(artifact), indent=1).encode(),
+            "resources/model.json": (Path(model_dir) / "model.json").read_bytes(),
+            "resources/encoder.onnx": path.read_bytes()}
+
+
 def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
                   interface: str = "cs") -> dict[str, Any]:
     """The ``native`` entry of :data:`mc2fmu.export.BACKENDS`."""
@@ -361,7 +386,7 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     folder, suffix = platform_folder(fmi_version)
     binary = work / f"{ident}{suffix}"
     warnings = compile_library(sources / files[0], binary)
-    checks = self_check(artifact, sources, work)
+    checks = self_check(artifact, sources, work, fmi_version=fmi_version)
     common = dict(
         model_name=artifact.mechanism.name, model_identifier=ident,
         description=f"mc2fmu reduced model of '{artifact.mechanism.name}': {artifact.dof} minimal coordinate(s), "
@@ -370,7 +395,8 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         stop_time=float(artifact.meta["training"]["duration"]), step_size=artifact.dt, log_categories=LOG_CATEGORIES,
         co_simulation=cs, model_exchange=me)
     if fmi_version == 2:
-        xml = model_description_fmi2(variables, guid=token, source_files=files[:1] + sorted(files[1:]), **common)
+        # FMI 2 SourceFiles: the files to compile (C sources only; the headers sit beside them)
+        xml = model_description_fmi2(variables, guid=token, source_files=files[:1], **common)
     else:
         xml = model_description_fmi3(variables, instantiation_token=token, **common)
     members = {"modelDescription.xml": xml, f"binaries/{folder}/{ident}{suffix}": binary.read_bytes()}
@@ -378,6 +404,7 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         members[f"sources/{name}"] = (sources / name).read_bytes()
     if fmi_version == 3:
         members["sources/buildDescription.xml"] = build_description(ident, files[0])
+    members.update(_validation_resources(artifact, model_dir, work))
     _zip(out, members)
     return {"native_max_difference": checks, "model_identifier": ident, "instantiation_token": token,
             "compiler": compiler(), "cflags": cflags(), "compiler_warnings": warnings, "variables": len(variables),

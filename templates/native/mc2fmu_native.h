@@ -799,6 +799,14 @@ int mc2fmu_selftest(const double *q, const double *qd, const double *u, const do
         if (x_value[i] != x_value[i]) return 1;
     return 0;
 }
+
+/* poses of arbitrary (not necessarily rigid) natural coordinates */
+#if defined(__GNUC__)
+__attribute__((visibility("default")))
+#endif
+void mc2fmu_selftest_poses(const double *x, double *pose) {
+    mc2fmu_poses(x, pose);
+}
 #endif
 
 #endif /* MC2FMU_NATIVE_H */

@@ -1,0 +1,517 @@
+"""The native FMU backend (generated C): FMI 2/3, co-simulation and model exchange.
+
+Models are trained briefly (their accuracy does not matter: parity, stepping, state and
+errors are properties of the export).  Every FMU runs in a fresh process: fmpy through
+``fmu_host.py`` / ``fmpy_sim.py``, or the plain-C host ``c_host/host.c`` with an empty
+environment (no Python in the process at all).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from xml.etree import ElementTree
+
+import numpy as np
+import pytest
+
+from tests.c_host.run import build_host, extract, have_valgrind, run_host
+
+HERE = Path(__file__).parent
+FMU_HOST = HERE / "fmu_host.py"
+FMPY_SIM = HERE / "fmpy_sim.py"
+TRAINED = ["four_bar", "slider_crank"]
+ALL = ["four_bar", "slider_crank", "two_bar", "macpherson"]
+VARIANTS = [(2, "cs"), (2, "me"), (3, "cs"), (3, "me"), (2, "both"), (3, "both")]
+
+pytestmark = pytest.mark.skipif(__import__("shutil").which("gcc") is None, reason="the native backend needs gcc")
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def trained(reference_run, tmp_path_factory):
+    """``trained(name)`` -> (model_dir, mechanism_path, train_run): four_bar and slider_crank
+    trained briefly (1 DOF); two_bar (2 DOF) and macpherson barely (export checks only)."""
+    from mc2fmu.train import TrainConfig, fit
+
+    cache: dict[str, tuple] = {}
+    root = tmp_path_factory.mktemp("native-models")
+
+    def get(name: str):
+        if name not in cache:
+            run = reference_run(name, "train")
+            mech = Path(run["path"]).parent.parent / "mechanism.toml"
+            cfg = (TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=40) if name in TRAINED else
+                   TrainConfig(dof=2 if name == "two_bar" else 1, samples=64, adam_epochs=2, lbfgs_iters=2))
+            fit(mech, [run["path"]], cfg, root / name)
+            cache[name] = (root / name, mech, run["path"])
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def native(trained, tmp_path_factory):
+    """``native(name, fmi, interface)`` -> (fmu_path, export summary), exported once."""
+    from mc2fmu.export import export_fmu
+
+    cache: dict[tuple, tuple] = {}
+    root = tmp_path_factory.mktemp("native-fmus")
+
+    def get(name: str, fmi: int = 2, interface: str = "cs"):
+        key = (name, fmi, interface)
+        if key not in cache:
+            fmu = root / f"{name}-fmi{fmi}-{interface}.fmu"
+            cache[key] = (fmu, export_fmu(trained(name)[0], fmu, "native", fmi, interface))
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def c_host(tmp_path_factory) -> Path:
+    return build_host(tmp_path_factory.mktemp("c-host"))
+
+
+def _subprocess_json(script: Path, request: dict, tmp_path: Path) -> dict:
+    req = tmp_path / f"request-{request['kind']}-{abs(hash(json.dumps(request, sort_keys=True)[:2000]))}.json"
+    req.write_text(json.dumps(request))
+    proc = subprocess.run([sys.executable, str(script), str(req)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def _start_values(model_dir) -> dict[str, float]:
+    init = json.loads((Path(model_dir) / "model.json").read_text())["initial_state"]
+    return ({f"q_start[{i + 1}]": v for i, v in enumerate(init["q"])}
+            | {f"qd_start[{i + 1}]": v for i, v in enumerate(init["qd"])})
+
+
+def _run_inputs(name: str, reference_run, excitation: str = "train") -> tuple[list[str], np.ndarray, np.ndarray]:
+    from mc2fmu.mechanism import load_mechanism
+
+    run = reference_run(name, excitation)
+    mech = load_mechanism(Path(run["path"]).parent.parent / "mechanism.toml")
+    return list(mech.input_names), np.asarray(run["t"]), np.atleast_2d(np.asarray(run["u"]).T).T
+
+
+def _fmu_host_steps(fmu: Path, start, inputs, u, t_end: float, tmp_path: Path, h: float = 1e-3) -> tuple[list, np.ndarray]:
+    """fmpy (fmu_host.py, FMI 2 co-simulation): input row k before step k, outputs after it."""
+    req = {"kind": "steps", "fmu": str(fmu), "start": start, "steps": [h], "t_end": t_end, "block": h,
+           "inputs": inputs, "u_blocks": np.asarray(u).tolist()}
+    res = _subprocess_json(FMU_HOST, req, tmp_path)
+    return res["outputs"], np.array(res["runs"][repr(h)]["y"])
+
+
+def _positions(names: list[str]) -> list[int]:
+    return [i for i, o in enumerate(names) if o.rsplit(".", 1)[-1] in ("x", "y", "z")]
+
+
+# ---------------------------------------------------------------------------- the FMUs
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_variant_of_every_mechanism_validates(native, trained, name):
+    """fmpy validate finds no problem in FMI 2/3 CS/ME/both FMUs; gcc warns about nothing;
+    the contract's variables come first with the python backend's value references."""
+    from fmpy import read_model_description
+    from fmpy.validation import validate_fmu
+
+    from mc2fmu.artifact import load_model
+    from mc2fmu.fmu_description import fmu_variables
+
+    contract = [v.name for v in fmu_variables(load_model(trained(name)[0]))]
+    dof = load_model(trained(name)[0]).dof
+    for fmi, interface in VARIANTS:
+        fmu, summary = native(name, fmi, interface)
+        assert validate_fmu(str(fmu)) == [], (fmi, interface)
+        assert summary["compiler_warnings"] == []
+        assert max(summary["native_max_difference"].values()) <= 1e-12
+        md = read_model_description(str(fmu))
+        names = [v.name for v in md.modelVariables]
+        assert names[:len(contract)] == contract
+        assert [v.valueReference for v in md.modelVariables] == list(range(len(names)))
+        extras = names[len(contract):]
+        me = [f"der(q[{i}])" for i in range(1, dof + 1)] + [f"der(qd[{i}])" for i in range(1, dof + 1)]
+        assert extras == (me if interface != "cs" else []) + (["time"] if fmi == 3 else [])
+        if interface != "cs":
+            states = sorted(d.variable.derivative.name for d in md.derivatives)
+            assert states == sorted([f"q[{i}]" for i in range(1, dof + 1)] + [f"qd[{i}]" for i in range(1, dof + 1)])
+        with zipfile.ZipFile(fmu) as z:
+            files = set(z.namelist())
+        platform = "linux64" if fmi == 2 else "x86_64-linux"
+        assert f"binaries/{platform}/{summary['model_identifier']}.so" in files
+        assert {"sources/mc2fmu_model.h", "sources/mc2fmu_native.h", f"sources/mc2fmu_fmi{fmi}.c"} <= files
+        assert ("sources/buildDescription.xml" in files) == (fmi == 3)
+
+
+def test_python_backend_description_is_unchanged(trained):
+    """ME/FMI 3 extras are opt-in: the contract's variable dicts have exactly the old keys."""
+    from mc2fmu.artifact import load_model
+    from mc2fmu.fmu_description import fmu_variables
+
+    for v in fmu_variables(load_model(trained("four_bar")[0])):
+        assert set(v.to_dict()) == {"name", "causality", "variability", "initial", "unit", "description", "start",
+                                    "role", "index"}
+
+
+def _assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path: Path, min_steps: int) -> int:
+    """Both backends under fmpy, 1 ms communication steps: every output to 1e-9 (relative),
+    positions to 1e-10 m, and the same failure step if the model leaves its range."""
+    from mc2fmu.export import export_fmu
+
+    py_fmu = tmp_path / "python.fmu"
+    export_fmu(model_dir, py_fmu, "python")
+    req = {"kind": "steps", "start": _start_values(model_dir), "inputs": inputs, "u": np.asarray(u).tolist(),
+           "h": 1e-3, "n_steps": len(u)}
+    ref = _subprocess_json(FMPY_SIM, {**req, "fmu": str(py_fmu)}, tmp_path)
+    got = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native_fmu)}, tmp_path)
+    assert got["outputs"] == ref["outputs"]
+    a, b = np.array(ref["y"]), np.array(got["y"])
+    assert len(a) == len(b) >= min_steps, (len(a), len(b), ref["failure"], got["failure"])
+    assert (ref["failure"] is None) == (got["failure"] is None)
+    pos = _positions(ref["outputs"])
+    assert np.abs(b[:, pos] - a[:, pos]).max() <= 1e-10
+    # every output while the model is near its envelope (a diverging model's q grows to 1e10)
+    near = a[:, ref["outputs"].index("envelope")] <= 1.0
+    assert near[:min_steps].all()
+    assert np.all(np.abs(b[near] - a[near]) <= 1e-9 * np.maximum(1.0, np.abs(a[near])))
+    return len(a)
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_co_simulation_equals_the_python_backend(native, trained, reference_run, tmp_path, name):
+    """The training run's inputs (10 s) on the briefly trained models: the same outputs as
+    the pythonfmu FMU while the model stays finite (at least 1 s of it)."""
+    inputs, t, u = _run_inputs(name, reference_run)
+    _assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:10000], tmp_path, min_steps=1000)
+
+
+BENCH = Path(__file__).resolve().parent.parent / "out" / "bench"
+
+
+@pytest.mark.parametrize("name", TRAINED)
+@pytest.mark.skipif(not (BENCH / "four_bar-autoencoder-w1").exists(), reason="no fully trained models in out/bench")
+def test_co_simulation_equals_the_python_backend_over_10_s_fully_trained(reference_run, tmp_path, name):
+    """A fully trained model (out/bench, written by benchmarks/train_accuracy.py) over the
+    whole 10 s held-out run: every step compared."""
+    from mc2fmu.export import export_fmu
+
+    model_dir = BENCH / f"{name}-autoencoder-w1"
+    fmu = tmp_path / "native.fmu"
+    export_fmu(model_dir, fmu, "native")
+    inputs, t, u = _run_inputs(name, reference_run, "low")
+    assert _assert_python_parity(model_dir, fmu, inputs, u[:10000], tmp_path, min_steps=10000) == 10000
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_fmi3_co_simulation_equals_fmi2(native, trained, reference_run, tmp_path, name):
+    model_dir = trained(name)[0]
+    inputs, t, u = _run_inputs(name, reference_run)
+    req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": _start_values(model_dir), "stop_time": 2.0,
+           "inputs": {"time": t[:2001].tolist(), **{k: u[:2001, i].tolist() for i, k in enumerate(inputs)}}}
+    from fmpy import read_model_description
+
+    outs = [v.name for v in read_model_description(str(native(name)[0])).modelVariables if v.causality == "output"]
+    r2 = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native(name, 2, "cs")[0]), "output": outs}, tmp_path)
+    r3 = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native(name, 3, "cs")[0]), "output": outs}, tmp_path)
+    rb = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native(name, 3, "both")[0]), "output": outs}, tmp_path)
+    assert len(r2["time"]) == 2001
+    for o in outs:
+        assert r3[o] == r2[o] and rb[o] == r2[o], o
+
+
+@pytest.mark.parametrize("fmi", [2, 3])
+def test_model_exchange_matches_an_independent_integration(native, trained, reference_run, tmp_path, fmi):
+    """A constant input, fmpy's CVode (rtol 1e-10) on the ME FMU against scipy's DOP853 on
+    torch's right-hand side: q to 1e-7 over 1 s."""
+    import torch
+    from scipy.integrate import solve_ivp
+
+    from mc2fmu.artifact import load_model
+
+    name = "four_bar"
+    model_dir = trained(name)[0]
+    art = load_model(model_dir)
+    inputs, t, u = _run_inputs(name, reference_run)
+    u_const = 0.2 * np.abs(u).max(axis=0)
+    start = _start_values(model_dir)
+    fmu = native(name, fmi, "me")[0]
+    res = _subprocess_json(FMPY_SIM, {
+        "kind": "simulate", "fmu": str(fmu), "fmi_type": "ModelExchange", "start": start | dict(zip(inputs, u_const)),
+        "stop_time": 1.0, "output": ["q[1]", "qd[1]"], "rtol": 1e-10}, tmp_path)
+    m = art.dof
+    y0 = np.array([start["q_start[1]"], start["qd_start[1]"]])
+    tu = torch.as_tensor(u_const[None])
+
+    def rhs(_, y):
+        with torch.no_grad():
+            a = art.model.acceleration(torch.as_tensor(y[None, :m]), torch.as_tensor(y[None, m:]), tu)[0].numpy()
+        return np.concatenate([y[m:], a])
+
+    ts = np.array(res["time"])
+    sol = solve_ivp(rhs, (0.0, 1.0), y0, method="DOP853", t_eval=ts, rtol=1e-12, atol=1e-13)
+    assert len(ts) == 1001 and np.ptp(sol.y[0]) > 1e-3  # the model really moves
+    assert np.abs(np.array(res["q[1]"]) - sol.y[0]).max() <= 1e-7
+    assert np.abs(np.array(res["qd[1]"]) - sol.y[1]).max() <= 1e-6 * max(1.0, np.abs(sol.y[1]).max())
+
+
+def _me_vs_cs(model_dir: Path, cs_fmu: Path, me_fmu: Path, inputs, t, u, stop: float, tmp_path: Path) -> float:
+    from fmpy import read_model_description
+
+    outs = [v.name for v in read_model_description(str(cs_fmu)).modelVariables if v.causality == "output"]
+    pos = [outs[i] for i in _positions(outs)]
+    req = {"kind": "simulate", "start": _start_values(model_dir), "stop_time": stop, "output": pos,
+           "inputs": {"time": t.tolist(), **{k: u[:, i].tolist() for i, k in enumerate(inputs)}}}
+    cs = _subprocess_json(FMPY_SIM, {**req, "fmu": str(cs_fmu), "fmi_type": "CoSimulation"}, tmp_path)
+    me = _subprocess_json(FMPY_SIM, {**req, "fmu": str(me_fmu), "fmi_type": "ModelExchange"}, tmp_path)
+    assert len(cs["time"]) == len(me["time"]) == int(round(stop / 1e-3)) + 1
+    return max(np.abs(np.array(cs[o]) - np.array(me[o])).max() for o in pos)
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_model_exchange_agrees_with_co_simulation(native, trained, reference_run, tmp_path, name):
+    """The run's inputs: fmpy's CVode on the ME FMU against the CS FMU's fixed-step map.  They
+    differ by the step map's O(dt^2) error and by fmpy feeding inputs to CVode only at output
+    points (CVode's internal steps span several of them): positions agree to 1e-3 m.  The
+    briefly trained models stay finite for about 2 s of this run."""
+    inputs, t, u = _run_inputs(name, reference_run)
+    diff = _me_vs_cs(trained(name)[0], native(name, 2, "cs")[0], native(name, 3, "me")[0], inputs, t, u, 1.5, tmp_path)
+    assert diff <= 1e-3, diff
+
+
+@pytest.mark.parametrize("name", TRAINED)
+@pytest.mark.skipif(not (BENCH / "four_bar-autoencoder-w1").exists(), reason="no fully trained models in out/bench")
+def test_model_exchange_agrees_with_co_simulation_over_10_s_fully_trained(reference_run, tmp_path, name):
+    """As above on a fully trained model over the whole 10 s held-out run (measured: 1e-4 m)."""
+    from mc2fmu.export import export_fmu
+
+    model_dir = BENCH / f"{name}-autoencoder-w1"
+    export_fmu(model_dir, tmp_path / "cs.fmu", "native", 2, "cs")
+    export_fmu(model_dir, tmp_path / "me.fmu", "native", 2, "me")
+    inputs, t, u = _run_inputs(name, reference_run, "low")
+    diff = _me_vs_cs(model_dir, tmp_path / "cs.fmu", tmp_path / "me.fmu", inputs, t, u, 10.0, tmp_path)
+    assert diff <= 1e-3, diff
+
+
+# ---------------------------------------------------------------------------- no Python: the C host
+
+
+def _needed_libraries(path: Path) -> str:
+    return subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_c_host_without_python_matches_fmpy(native, trained, reference_run, c_host, tmp_path, name):
+    """The C host (dlopen + fmi2 calls, empty environment) gives exactly fmpy's outputs."""
+    fmu = native(name)[0]
+    lib, guid, md = extract(fmu, tmp_path / "fmu")
+    assert "python" not in _needed_libraries(lib).lower() and "python" not in _needed_libraries(c_host).lower()
+    model_dir = trained(name)[0]
+    inputs, t, u = _run_inputs(name, reference_run)
+    start = _start_values(model_dir)
+    names, ref = _fmu_host_steps(fmu, start, inputs, u[:2000], 2.0, tmp_path)  # the brief model's finite range
+    names2, got = run_host(c_host, lib, guid, md, start=start, inputs=inputs, rows=u[:2000], n_steps=2000,
+                           outputs=names)
+    assert got.shape == (2000, 1 + len(names))
+    assert np.allclose(got[:, 0], np.arange(1, 2001) * 1e-3, rtol=0, atol=1e-12)
+    assert np.array_equal(got[:, 1:], ref)
+
+
+@pytest.mark.parametrize("fmi", [2, 3])
+def test_built_from_the_sources_alone_gives_the_same_results(native, trained, reference_run, tmp_path, fmi):
+    """As a user on another platform would: compile what sources/ lists (SourceFiles in the
+    FMI 2 model description, buildDescription.xml for FMI 3) against fmpy's headers, put the
+    library in place of the shipped one and run the FMU: the same outputs."""
+    from fmpy import read_model_description
+
+    from mc2fmu.native import fmi_headers
+
+    name = "four_bar"
+    fmu = native(name, fmi, "cs")[0]
+    md = read_model_description(str(fmu))
+    ident = md.coSimulation.modelIdentifier
+    rebuilt = tmp_path / "rebuilt"
+    with zipfile.ZipFile(fmu) as z:
+        z.extractall(rebuilt)
+    src = rebuilt / "sources"
+    (config,) = md.buildConfigurations  # FMI 2: <SourceFiles>; FMI 3: sources/buildDescription.xml
+    files = [f for fs in config.sourceFileSets for f in fs.sourceFiles]
+    assert files == [f"mc2fmu_fmi{fmi}.c"] and config.modelIdentifier == ident
+    if fmi == 3:
+        build = ElementTree.parse(src / "buildDescription.xml").getroot()
+        assert [e.get("name") for e in build.iter("SourceFile")] == files
+    platform = "linux64" if fmi == 2 else "x86_64-linux"
+    lib = rebuilt / "binaries" / platform / f"{ident}.so"
+    shipped = lib.read_bytes()
+    lib.unlink()
+    cmd = ["gcc", "-std=c99", "-O3", "-fPIC", "-shared", "-Wall", "-Wextra", "-I", str(src), "-I", str(fmi_headers()),
+           *(str(src / f) for f in files), "-o", str(lib), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert lib.read_bytes() != b"" and len(shipped) > 0
+    model_dir = trained(name)[0]
+    inputs, t, u = _run_inputs(name, reference_run)
+    outs = [v.name for v in md.modelVariables if v.causality == "output"]
+    req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": _start_values(model_dir), "stop_time": 1.0,
+           "output": outs, "inputs": {"time": t[:1001].tolist(), **{k: u[:1001, i].tolist() for i, k in enumerate(inputs)}}}
+    a = _subprocess_json(FMPY_SIM, {**req, "fmu": str(fmu)}, tmp_path)
+    b = _subprocess_json(FMPY_SIM, {**req, "fmu": str(rebuilt)}, tmp_path)
+    for o in outs:
+        assert np.abs(np.array(a[o]) - np.array(b[o])).max() <= 1e-12, o
+
+
+def test_poses_newton_polar_factor_matches_numpy_svd(native, trained, tmp_path):
+    """Decoded points are not exactly rigid: the C polar factor (Newton) and quaternion
+    against mc2fmu.natural.poses_from_nc (SVD) for points perturbed by up to 1e-3 L."""
+    from mc2fmu.artifact import load_model
+    from mc2fmu.native import _quaternion_np, compile_library
+    from mc2fmu.natural import poses_from_nc
+
+    name = "macpherson"  # six spatial bodies
+    fmu = native(name)[0]
+    with zipfile.ZipFile(fmu) as z:
+        z.extractall(tmp_path / "fmu")
+    lib_path = tmp_path / "selftest.so"
+    assert compile_library(tmp_path / "fmu" / "sources" / "mc2fmu_fmi2.c", lib_path, extra=["-DMC2FMU_SELFTEST"]) == []
+    lib = ctypes.CDLL(str(lib_path))
+    art = load_model(trained(name)[0])
+    layout, n_b = art.layout, len(art.layout.bodies)
+    rng = np.random.default_rng(1)
+    worst = 0.0
+    for k in range(200):
+        x = art.decode(np.array([[art.envelope.q_min[0] + rng.random() * (art.envelope.q_max[0] - art.envelope.q_min[0])]]))[0]
+        for b in layout.bodies:
+            x[b.offset:b.offset + 12] += 1e-3 * b.length * rng.standard_normal(12) * (k % 4 != 0)
+        x = np.ascontiguousarray(x)
+        pose = np.zeros(7 * n_b)
+        lib.mc2fmu_selftest_poses(x.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                                  pose.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+        origin, rotation = poses_from_nc(layout, x[None])
+        for b in range(n_b):
+            ref = np.concatenate([origin[0, b], _quaternion_np(rotation[0, b])])
+            worst = max(worst, np.abs(pose[7 * b:7 * b + 7] - ref).max())
+    assert worst <= 1e-12, worst
+
+
+# ---------------------------------------------------------------------------- state, errors, processes
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_get_set_and_serialized_state_reproduce_the_run(native, trained, reference_run, tmp_path, name):
+    model_dir = trained(name)[0]
+    inputs, t, u = _run_inputs(name, reference_run, "low")
+    blocks = [list(u[int(np.searchsorted(t, k * 0.01 - 1e-12))]) for k in range(61)]
+    req = {"kind": "state", "fmu": str(native(name)[0]), "start": _start_values(model_dir), "steps": [0.0025],
+           "t_split": 0.3, "t_end": 0.6, "block": 0.01, "inputs": inputs, "u_blocks": blocks}
+    res = _subprocess_json(FMU_HOST, req, tmp_path)
+    first = np.array(res["first"])
+    assert first.shape[0] == 120 and np.isfinite(first).all()
+    assert np.array_equal(first, np.array(res["second"]))
+    assert np.array_equal(first, np.array(res["deserialized"]))
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_non_finite_input_is_an_error_with_a_message(native, trained, tmp_path, value):
+    model_dir = trained("four_bar")[0]
+    res = _subprocess_json(FMU_HOST, {"kind": "nan", "fmu": str(native("four_bar")[0]), "start": _start_values(model_dir),
+                                      "steps": [0.001], "inputs": ["tau"], "value": value}, tmp_path)
+    assert "status 3 (error)" in res["status"]["set"] and "status 3 (error)" in res["status"]["step"]
+    text = " ".join(m["message"] for m in res["messages"])
+    assert f"tau = {value} refused" in text and "must be finite" in text
+    assert all(m["status"] == 3 for m in res["messages"])
+    res3 = _subprocess_json(FMPY_SIM, {"kind": "nan", "fmu": str(native("four_bar", 3, "cs")[0]), "input": "tau",
+                                       "value": value}, tmp_path)
+    assert "fmi3SetFloat64" in res3["status"]["set"] and "error" in res3["status"]["set"].lower()
+    assert "error" in res3["status"]["step"].lower()
+    assert any("tau" in m["message"] and "must be finite" in m["message"] for m in res3["messages"])
+
+
+def test_leaving_the_envelope_warns_once(native, trained, c_host, tmp_path):
+    """A large constant input drives the model out of its training envelope: one warning."""
+    from mc2fmu.artifact import load_model
+
+    model_dir = trained("four_bar")[0]
+    art = load_model(model_dir)
+    lib, guid, md = extract(native("four_bar")[0], tmp_path / "fmu")
+    big = art.envelope.u_max[0] + 0.5 * (art.envelope.u_max[0] - art.envelope.u_min[0])
+    names, data = run_host(c_host, lib, guid, md, start=_start_values(model_dir), inputs=["tau"],
+                           rows=np.full((1, 1), big), n_steps=20, outputs=["envelope"], work=tmp_path)
+    assert data[-1, 1] > 0.01
+    proc = subprocess.run([str(c_host), str(lib), guid, str(tmp_path / "spec-run.txt")], capture_output=True,
+                          text=True, env={})
+    assert proc.stderr.count("left its training envelope") == 1
+
+
+def test_two_native_fmus_in_one_process(native, trained, reference_run, tmp_path):
+    requests, alone = [], []
+    for name in TRAINED:
+        model_dir = trained(name)[0]
+        inputs, t, u = _run_inputs(name, reference_run, "low")
+        blocks = [list(u[int(np.searchsorted(t, k * 0.01 - 1e-12))]) for k in range(41)]
+        sub = {"kind": "steps", "fmu": str(native(name)[0]), "start": _start_values(model_dir), "steps": [0.002],
+               "t_end": 0.4, "block": 0.01, "inputs": inputs, "u_blocks": blocks}
+        requests.append(sub)
+        alone.append(np.array(_subprocess_json(FMU_HOST, sub, tmp_path)["runs"]["0.002"]["y"]))
+    both = _subprocess_json(FMU_HOST, {"kind": "two", "fmus": [r["fmu"] for r in requests], "requests": requests,
+                                       "step": 0.002, "t_end": 0.4}, tmp_path)
+    assert both["outputs"][0] != both["outputs"][1]
+    for k in range(2):
+        assert np.array_equal(np.array(both["y"][k]), alone[k])
+
+
+@pytest.mark.skipif(not have_valgrind(), reason="valgrind is not installed")
+def test_ten_thousand_instantiate_free_cycles_leak_nothing(native, trained, c_host, tmp_path):
+    """valgrind over the C host: 10,000 x (instantiate, initialise, 5 steps, get/set/serialise
+    the state, free); no definite, indirect or possible leak, no memory error."""
+    model_dir = trained("four_bar")[0]
+    lib, guid, md = extract(native("four_bar")[0], tmp_path / "fmu")
+    _, out = run_host(c_host, lib, guid, md, mode="cycles", n_steps=5, repeats=10000, start=_start_values(model_dir),
+                      inputs=["tau"], rows=np.full((1, 1), 0.1), outputs=["crank.x", "envelope"],
+                      wrapper=["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect,possible",
+                               "--error-exitcode=9", "-q"])
+    assert "cycles 10000" in out
+
+
+# ---------------------------------------------------------------------------- CLI and errors
+
+
+def test_cli_exports_a_native_fmu(trained, tmp_path, capsys):
+    from fmpy.validation import validate_fmu
+
+    from mc2fmu.cli import main
+
+    out = tmp_path / "fb.fmu"
+    assert main(["export", str(trained("four_bar")[0]), "-o", str(out), "--backend", "native", "--fmi", "3",
+                 "--interface", "both"]) == 0
+    printed = capsys.readouterr().out
+    assert "native backend, FMI 3 both" in printed and "C code matches torch" in printed
+    assert validate_fmu(str(out)) == []
+
+
+def test_missing_compiler_is_a_clear_error(trained, tmp_path, monkeypatch, capsys):
+    from mc2fmu.cli import main
+
+    monkeypatch.setenv("CC", "no-such-cc-mc2fmu")
+    out = tmp_path / "x.fmu"
+    assert main(["export", str(trained("four_bar")[0]), "-o", str(out), "--backend", "native"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a C compiler" in err and "no-such-cc-mc2fmu" in err and "--backend python" in err
+    assert not out.exists()
+
+
+def test_compile_errors_show_the_first_lines(tmp_path):
+    from mc2fmu.errors import ExportError
+    from mc2fmu.native import compile_library
+
+    bad = tmp_path / "bad.c"
+    bad.write_text("int f(void) { return undefined_thing; }\n")
+    with pytest.raises(ExportError, match=r"C compiler failed(.|\n)*undefined_thing"):
+        compile_library(bad, tmp_path / "bad.so")
