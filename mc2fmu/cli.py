@@ -107,22 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
     p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s), or one dataset .npz from `mc2fmu ingest`")
     _add_training_arguments(p)
-    p.add_argument("--encoder-hidden", default="64,64", metavar="W,...", help="encoder hidden widths (default 64,64)")
-    p.add_argument("--activation", default="tanh", help="tanh (default), sigmoid or softplus")
-    p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")
-    p.add_argument("--samples", type=int, default=2000, help="time triplets (windows of K+2 samples with --rollout K) used for training (default 2000)")
-    p.add_argument("--adam-epochs", type=int, default=300, help="Adam epochs before L-BFGS (default 300)")
-    p.add_argument("--lbfgs-iters", type=int, default=2000, help="L-BFGS iterations (default 2000)")
-    p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
-    p.add_argument("--loss", default="sim", metavar="sim|appendix",
-                   help="sim (default): L_rec + L_dyn, the step map's one-step residual; appendix: the paper "
-                        "appendix's L_rec + L_vel + L_acc (decoded velocities/accelerations against the data)")
-    p.add_argument("--dyn-weight", type=float, default=1.0, help="weight of the dynamics term (0: the paper's L_rec alone)")
-    p.add_argument("--vel-weight", type=float, default=1.0, help="--loss appendix: weight of L_vel (default 1)")
-    p.add_argument("--acc-weight", type=float, default=1.0, help="--loss appendix: weight of L_acc (default 1)")
-    p.add_argument("--rollout", type=int, default=0, metavar="K",
-                   help="add K steps of the model's own step map to the loss (default 0: off)")
-    p.add_argument("--rollout-weight", type=float, default=1.0, help="weight of the rollout term (default 1)")
     p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                    help="write the training state to MODEL_DIR.checkpoint.pt this often (default 30; 0: only on Ctrl-C)")
     p.add_argument("--resume", action="store_true",
@@ -206,14 +190,36 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--angles", default="auto", metavar="auto|none|I,...",
                    help="angle-type coordinates (cos/sin decoder input) for full revolutions; auto detects them (default)")
     p.add_argument("--hidden", default="", metavar="W,...", help="decoder hidden widths (default 32,32 for 1 DOF, 64,64 for more)")
+    p.add_argument("--encoder-hidden", default="64,64", metavar="W,...", help="encoder hidden widths (default 64,64)")
+    p.add_argument("--activation", default="tanh", help="tanh (default), sigmoid or softplus")
+    p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")
+    p.add_argument("--samples", type=int, default=2000, help="time triplets (windows of K+2 samples with --rollout K) used for training (default 2000)")
+    p.add_argument("--adam-epochs", type=int, default=300, help="Adam epochs before L-BFGS (default 300)")
+    p.add_argument("--lbfgs-iters", type=int, default=2000, help="L-BFGS iterations (default 2000)")
+    p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+    p.add_argument("--loss", default="sim", metavar="sim|appendix",
+                   help="sim (default): L_rec + L_dyn, the step map's one-step residual; appendix: the paper "
+                        "appendix's L_rec + L_vel + L_acc (decoded velocities/accelerations against the data)")
+    p.add_argument("--dyn-weight", type=float, default=1.0, help="weight of the dynamics term (0: the paper's L_rec alone)")
+    p.add_argument("--vel-weight", type=float, default=1.0, help="--loss appendix: weight of L_vel (default 1)")
+    p.add_argument("--acc-weight", type=float, default=1.0, help="--loss appendix: weight of L_acc (default 1)")
+    p.add_argument("--rollout", type=int, default=0, metavar="K",
+                   help="add K steps of the model's own step map to the loss (default 0: off)")
+    p.add_argument("--rollout-weight", type=float, default=1.0, help="weight of the rollout term (default 1)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
-def _train_config(args: argparse.Namespace, **extra):
+def _train_config(args: argparse.Namespace):
     from .train import TrainConfig
 
     hidden = _int_list(args.hidden, "--hidden") if args.hidden else ()
-    return TrainConfig(dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=hidden, seed=args.seed, **extra)
+    return TrainConfig(
+        dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=hidden,
+        encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
+        step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, lbfgs_iters=args.lbfgs_iters,
+        adam_lr=args.lr, loss=args.loss, dyn_weight=args.dyn_weight, vel_weight=args.vel_weight,
+        acc_weight=args.acc_weight, rollout_steps=args.rollout, rollout_weight=args.rollout_weight, seed=args.seed,
+    )
 
 
 EXPORT_HELP = """\
@@ -256,7 +262,7 @@ example:
 CONVERT_HELP = """\
 Ingest, train, export and validate in one go: the FMU (OUT.fmu), the trained model
 (OUT.model/) and a validation report (OUT.report/index.html) on the training runs and
-the --validate runs.  Training uses the defaults of `mc2fmu train` (see its --help).
+the --validate runs.  The training options are those of `mc2fmu train`.
 
 example:
   mc2fmu convert examples/four_bar/mechanism.toml examples/four_bar/runs/train.csv.gz \\
@@ -361,12 +367,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .train import TrainingInterrupted, fit
 
-    cfg = _train_config(
-        args, encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
-        step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, lbfgs_iters=args.lbfgs_iters,
-        adam_lr=args.lr, loss=args.loss, dyn_weight=args.dyn_weight, vel_weight=args.vel_weight,
-        acc_weight=args.acc_weight, rollout_steps=args.rollout, rollout_weight=args.rollout_weight,
-    )
+    cfg = _train_config(args)
     try:
         with _progress_bar(args.quiet) as progress:
             meta = fit(args.mechanism, args.runs, cfg, args.output, progress, args.resume, args.checkpoint_every)

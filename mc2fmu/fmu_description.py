@@ -149,6 +149,21 @@ def _source_files(parent: Element, files: list[str] | None) -> None:
             SubElement(sf, "File", {"name": f})
 
 
+def _units_categories_experiment(root: Element, variables: list[Variable], log_categories: dict[str, str] | None,
+                                 stop_time: float, step_size: float) -> None:
+    """The parts FMI 2 and FMI 3 share: unit definitions (of ``variables``' units), log
+    categories and the default experiment."""
+    units = SubElement(root, "UnitDefinitions")
+    for u in sorted({v.unit for v in variables}, key=list(UNITS).index):
+        unit = SubElement(units, "Unit", {"name": u})
+        SubElement(unit, "BaseUnit", {k: str(e) for k, e in UNITS[u].items()})
+    if log_categories:
+        cats = SubElement(root, "LogCategories")
+        for name, desc in log_categories.items():
+            SubElement(cats, "Category", {"name": name, "description": desc})
+    SubElement(root, "DefaultExperiment", {"startTime": "0.0", "stopTime": _fmt(stop_time), "stepSize": _fmt(step_size)})
+
+
 def model_description_fmi2(variables: list[Variable], *, model_name: str, model_identifier: str, guid: str,
                            description: str, generation_tool: str, stop_time: float, step_size: float,
                            can_get_set_state: bool = True, can_serialize_state: bool = True,
@@ -172,16 +187,8 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
             "modelIdentifier": model_identifier, "needsExecutionTool": "false",
             "canHandleVariableCommunicationStepSize": "true", "canInterpolateInputs": "false", **caps})
         _source_files(cs, source_files)
-    used = sorted({v.unit for v in variables if v.causality != "independent"}, key=list(UNITS).index)
-    units = SubElement(root, "UnitDefinitions")
-    for u in used:
-        unit = SubElement(units, "Unit", {"name": u})
-        SubElement(unit, "BaseUnit", {k: str(e) for k, e in UNITS[u].items()})
-    if log_categories:
-        cats = SubElement(root, "LogCategories")
-        for name, desc in log_categories.items():
-            SubElement(cats, "Category", {"name": name, "description": desc})
-    SubElement(root, "DefaultExperiment", {"startTime": "0.0", "stopTime": _fmt(stop_time), "stepSize": _fmt(step_size)})
+    _units_categories_experiment(root, [v for v in variables if v.causality != "independent"], log_categories,
+                                 stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
     for vr, v in enumerate(variables):
         attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,
@@ -243,16 +250,7 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
     if co_simulation:
         SubElement(root, "CoSimulation", {**caps, "canHandleVariableCommunicationStepSize": "true",
                                           "providesIntermediateUpdate": "false", "hasEventMode": "false"})
-    used = sorted({v.unit for v in variables}, key=list(UNITS).index)
-    units = SubElement(root, "UnitDefinitions")
-    for u in used:
-        unit = SubElement(units, "Unit", {"name": u})
-        SubElement(unit, "BaseUnit", {k: str(e) for k, e in UNITS[u].items()})
-    if log_categories:
-        cats = SubElement(root, "LogCategories")
-        for name, desc in log_categories.items():
-            SubElement(cats, "Category", {"name": name, "description": desc})
-    SubElement(root, "DefaultExperiment", {"startTime": "0.0", "stopTime": _fmt(stop_time), "stepSize": _fmt(step_size)})
+    _units_categories_experiment(root, variables, log_categories, stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
     for vr, v in enumerate(variables):
         attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,

@@ -73,11 +73,11 @@ def _examples_module():
     if not (REPO / "examples" / "reference.py").exists():
         raise Mc2fmuError(f"{REPO / 'examples'}: the bundled examples are not available; `mc2fmu demo` needs a "
                           "source checkout installed with `pip install -c constraints.txt -e \".[examples]\"`")
-    try:
-        import exudyn  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("exudyn") is None:
         raise Mc2fmuError("`mc2fmu demo` simulates the bundled mechanism with Exudyn, which is not installed; "
-                          "install it with `pip install -c constraints.txt -e \".[examples]\"`") from None
+                          "install it with `pip install -c constraints.txt -e \".[examples]\"`")
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     import examples.reference as reference

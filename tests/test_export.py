@@ -9,15 +9,13 @@ the accuracy of a fully trained FMU is the slow test at the end.
 from __future__ import annotations
 
 import json
-import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mc2fmu.cli import main
+from tests.fmu_helpers import run_json, start_values
 
 HOST = Path(__file__).with_name("fmu_host.py")
 MECHANISMS = ["four_bar", "slider_crank"]
@@ -44,21 +42,6 @@ def exported(reference_run, tmp_path_factory):
         return cache[name]
 
     return get
-
-
-def _host(request: dict, tmp_path: Path) -> dict:
-    req = tmp_path / f"request-{request['kind']}.json"
-    req.write_text(json.dumps(request))
-    proc = subprocess.run([sys.executable, str(HOST), str(req)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
-def _start_values(model_dir) -> dict[str, float]:
-    meta = json.loads((Path(model_dir) / "model.json").read_text())
-    init = meta["initial_state"]
-    out = {f"q_start[{i + 1}]": v for i, v in enumerate(init["q"])}
-    return out | {f"qd_start[{i + 1}]": v for i, v in enumerate(init["qd"])}
 
 
 # ---------------------------------------------------------------------------- ONNX
@@ -229,9 +212,9 @@ def test_communication_steps_give_the_same_trajectory(exported, reference_run, t
 
     model_dir, fmu = exported(name)[:2]
     t_end = 1.0
-    req = {"kind": "steps", "fmu": str(fmu), "start": _start_values(model_dir), "steps": [0.001, 0.0025, 0.01],
+    req = {"kind": "steps", "fmu": str(fmu), "start": start_values(model_dir), "steps": [0.001, 0.0025, 0.01],
            "t_end": t_end, "block": 0.01, "inputs": ["tau"], "u_blocks": _block_inputs(name, reference_run, 0.01, t_end)}
-    res = _host(req, tmp_path)
+    res = run_json(HOST, req, tmp_path)
     outs = res["outputs"]
     cols = [i for i, o in enumerate(outs) if o.rsplit(".", 1)[-1] in ("x", "y", "z")]
     runs = {float(k): (np.array(v["t"]), np.array(v["y"])[:, cols]) for k, v in res["runs"].items()}
@@ -250,9 +233,9 @@ def test_communication_steps_give_the_same_trajectory(exported, reference_run, t
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_get_set_and_serialized_state_reproduce_the_run(exported, reference_run, tmp_path, name):
     model_dir, fmu = exported(name)[:2]
-    req = {"kind": "state", "fmu": str(fmu), "start": _start_values(model_dir), "steps": [0.0025], "t_split": 0.3,
+    req = {"kind": "state", "fmu": str(fmu), "start": start_values(model_dir), "steps": [0.0025], "t_split": 0.3,
            "t_end": 0.6, "block": 0.01, "inputs": ["tau"], "u_blocks": _block_inputs(name, reference_run, 0.01, 0.6)}
-    res = _host(req, tmp_path)
+    res = run_json(HOST, req, tmp_path)
     first = np.array(res["first"])
     assert first.shape[0] == 120 and np.isfinite(first).all()
     assert np.array_equal(first, np.array(res["second"]))
@@ -262,8 +245,8 @@ def test_get_set_and_serialized_state_reproduce_the_run(exported, reference_run,
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_non_finite_input_is_an_error_status_with_a_message(exported, tmp_path, value):
     model_dir, fmu = exported("four_bar")[:2]
-    res = _host({"kind": "nan", "fmu": str(fmu), "start": _start_values(model_dir), "steps": [0.001],
-                 "inputs": ["tau"], "value": value}, tmp_path)
+    res = run_json(HOST, {"kind": "nan", "fmu": str(fmu), "start": start_values(model_dir), "steps": [0.001],
+                          "inputs": ["tau"], "value": value}, tmp_path)
     assert "fatal" in res["status"]["set"]  # pythonfmu 0.7 maps a raising setter to fmi2Fatal
     assert "fatal" in res["status"]["step"]  # and refuses to go on
     text = " ".join(m["message"] for m in res["messages"])
@@ -276,12 +259,12 @@ def test_two_fmus_in_one_process(exported, reference_run, tmp_path):
     requests, alone = [], []
     for name in MECHANISMS:
         model_dir, fmu = exported(name)[:2]
-        sub = {"kind": "steps", "fmu": str(fmu), "start": _start_values(model_dir), "steps": [0.002], "t_end": 0.4,
+        sub = {"kind": "steps", "fmu": str(fmu), "start": start_values(model_dir), "steps": [0.002], "t_end": 0.4,
                "block": 0.01, "inputs": ["tau"], "u_blocks": _block_inputs(name, reference_run, 0.01, 0.4)}
         requests.append(sub)
-        alone.append(np.array(_host(sub, tmp_path)["runs"]["0.002"]["y"]))
-    both = _host({"kind": "two", "fmus": [r["fmu"] for r in requests], "requests": requests, "step": 0.002,
-                  "t_end": 0.4}, tmp_path)
+        alone.append(np.array(run_json(HOST, sub, tmp_path)["runs"]["0.002"]["y"]))
+    both = run_json(HOST, {"kind": "two", "fmus": [r["fmu"] for r in requests], "requests": requests, "step": 0.002,
+                           "t_end": 0.4}, tmp_path)
     assert both["outputs"][0] != both["outputs"][1]  # really two different models
     for k in range(2):
         assert np.array_equal(np.array(both["y"][k]), alone[k])

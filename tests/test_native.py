@@ -9,10 +9,7 @@ environment (no Python in the process at all).
 from __future__ import annotations
 
 import ctypes
-import json
-import math
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from xml.etree import ElementTree
@@ -21,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.c_host.run import build_host, extract, have_valgrind, run_host
+from tests.fmu_helpers import run_json, start_values
 
 HERE = Path(__file__).parent
 FMU_HOST = HERE / "fmu_host.py"
@@ -80,20 +78,6 @@ def c_host(tmp_path_factory) -> Path:
     return build_host(tmp_path_factory.mktemp("c-host"))
 
 
-def _subprocess_json(script: Path, request: dict, tmp_path: Path) -> dict:
-    req = tmp_path / f"request-{request['kind']}-{abs(hash(json.dumps(request, sort_keys=True)[:2000]))}.json"
-    req.write_text(json.dumps(request))
-    proc = subprocess.run([sys.executable, str(script), str(req)], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
-def _start_values(model_dir) -> dict[str, float]:
-    init = json.loads((Path(model_dir) / "model.json").read_text())["initial_state"]
-    return ({f"q_start[{i + 1}]": v for i, v in enumerate(init["q"])}
-            | {f"qd_start[{i + 1}]": v for i, v in enumerate(init["qd"])})
-
-
 def _run_inputs(name: str, reference_run, excitation: str = "train") -> tuple[list[str], np.ndarray, np.ndarray]:
     from mc2fmu.mechanism import load_mechanism
 
@@ -106,7 +90,7 @@ def _fmu_host_steps(fmu: Path, start, inputs, u, t_end: float, tmp_path: Path, h
     """fmpy (fmu_host.py, FMI 2 co-simulation): input row k before step k, outputs after it."""
     req = {"kind": "steps", "fmu": str(fmu), "start": start, "steps": [h], "t_end": t_end, "block": h,
            "inputs": inputs, "u_blocks": np.asarray(u).tolist()}
-    res = _subprocess_json(FMU_HOST, req, tmp_path)
+    res = run_json(FMU_HOST, req, tmp_path)
     return res["outputs"], np.array(res["runs"][repr(h)]["y"])
 
 
@@ -169,10 +153,10 @@ def _assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path
 
     py_fmu = tmp_path / "python.fmu"
     export_fmu(model_dir, py_fmu, "python")
-    req = {"kind": "steps", "start": _start_values(model_dir), "inputs": inputs, "u": np.asarray(u).tolist(),
+    req = {"kind": "steps", "start": start_values(model_dir), "inputs": inputs, "u": np.asarray(u).tolist(),
            "h": 1e-3, "n_steps": len(u)}
-    ref = _subprocess_json(FMPY_SIM, {**req, "fmu": str(py_fmu)}, tmp_path)
-    got = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native_fmu)}, tmp_path)
+    ref = run_json(FMPY_SIM, {**req, "fmu": str(py_fmu)}, tmp_path)
+    got = run_json(FMPY_SIM, {**req, "fmu": str(native_fmu)}, tmp_path)
     assert got["outputs"] == ref["outputs"]
     a, b = np.array(ref["y"]), np.array(got["y"])
     assert len(a) == len(b) >= min_steps, (len(a), len(b), ref["failure"], got["failure"])
@@ -215,14 +199,14 @@ def test_co_simulation_equals_the_python_backend_over_10_s_fully_trained(referen
 def test_fmi3_co_simulation_equals_fmi2(native, trained, reference_run, tmp_path, name):
     model_dir = trained(name)[0]
     inputs, t, u = _run_inputs(name, reference_run)
-    req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": _start_values(model_dir), "stop_time": 2.0,
+    req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": start_values(model_dir), "stop_time": 2.0,
            "inputs": {"time": t[:2001].tolist(), **{k: u[:2001, i].tolist() for i, k in enumerate(inputs)}}}
     from fmpy import read_model_description
 
     outs = [v.name for v in read_model_description(str(native(name)[0])).modelVariables if v.causality == "output"]
-    r2 = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native(name, 2, "cs")[0]), "output": outs}, tmp_path)
-    r3 = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native(name, 3, "cs")[0]), "output": outs}, tmp_path)
-    rb = _subprocess_json(FMPY_SIM, {**req, "fmu": str(native(name, 3, "both")[0]), "output": outs}, tmp_path)
+    r2 = run_json(FMPY_SIM, {**req, "fmu": str(native(name, 2, "cs")[0]), "output": outs}, tmp_path)
+    r3 = run_json(FMPY_SIM, {**req, "fmu": str(native(name, 3, "cs")[0]), "output": outs}, tmp_path)
+    rb = run_json(FMPY_SIM, {**req, "fmu": str(native(name, 3, "both")[0]), "output": outs}, tmp_path)
     assert len(r2["time"]) == 2001
     for o in outs:
         assert r3[o] == r2[o] and rb[o] == r2[o], o
@@ -242,9 +226,9 @@ def test_model_exchange_matches_an_independent_integration(native, trained, refe
     art = load_model(model_dir)
     inputs, t, u = _run_inputs(name, reference_run)
     u_const = 0.2 * np.abs(u).max(axis=0)
-    start = _start_values(model_dir)
+    start = start_values(model_dir)
     fmu = native(name, fmi, "me")[0]
-    res = _subprocess_json(FMPY_SIM, {
+    res = run_json(FMPY_SIM, {
         "kind": "simulate", "fmu": str(fmu), "fmi_type": "ModelExchange", "start": start | dict(zip(inputs, u_const)),
         "stop_time": 1.0, "output": ["q[1]", "qd[1]"], "rtol": 1e-10}, tmp_path)
     m = art.dof
@@ -268,10 +252,10 @@ def _me_vs_cs(model_dir: Path, cs_fmu: Path, me_fmu: Path, inputs, t, u, stop: f
 
     outs = [v.name for v in read_model_description(str(cs_fmu)).modelVariables if v.causality == "output"]
     pos = [outs[i] for i in _positions(outs)]
-    req = {"kind": "simulate", "start": _start_values(model_dir), "stop_time": stop, "output": pos,
+    req = {"kind": "simulate", "start": start_values(model_dir), "stop_time": stop, "output": pos,
            "inputs": {"time": t.tolist(), **{k: u[:, i].tolist() for i, k in enumerate(inputs)}}}
-    cs = _subprocess_json(FMPY_SIM, {**req, "fmu": str(cs_fmu), "fmi_type": "CoSimulation"}, tmp_path)
-    me = _subprocess_json(FMPY_SIM, {**req, "fmu": str(me_fmu), "fmi_type": "ModelExchange"}, tmp_path)
+    cs = run_json(FMPY_SIM, {**req, "fmu": str(cs_fmu), "fmi_type": "CoSimulation"}, tmp_path)
+    me = run_json(FMPY_SIM, {**req, "fmu": str(me_fmu), "fmi_type": "ModelExchange"}, tmp_path)
     assert len(cs["time"]) == len(me["time"]) == int(round(stop / 1e-3)) + 1
     return max(np.abs(np.array(cs[o]) - np.array(me[o])).max() for o in pos)
 
@@ -316,7 +300,7 @@ def test_c_host_without_python_matches_fmpy(native, trained, reference_run, c_ho
     assert "python" not in _needed_libraries(lib).lower() and "python" not in _needed_libraries(c_host).lower()
     model_dir = trained(name)[0]
     inputs, t, u = _run_inputs(name, reference_run)
-    start = _start_values(model_dir)
+    start = start_values(model_dir)
     names, ref = _fmu_host_steps(fmu, start, inputs, u[:2000], 2.0, tmp_path)  # the brief model's finite range
     names2, got = run_host(c_host, lib, guid, md, start=start, inputs=inputs, rows=u[:2000], n_steps=2000,
                            outputs=names)
@@ -360,10 +344,10 @@ def test_built_from_the_sources_alone_gives_the_same_results(native, trained, re
     model_dir = trained(name)[0]
     inputs, t, u = _run_inputs(name, reference_run)
     outs = [v.name for v in md.modelVariables if v.causality == "output"]
-    req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": _start_values(model_dir), "stop_time": 1.0,
+    req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": start_values(model_dir), "stop_time": 1.0,
            "output": outs, "inputs": {"time": t[:1001].tolist(), **{k: u[:1001, i].tolist() for i, k in enumerate(inputs)}}}
-    a = _subprocess_json(FMPY_SIM, {**req, "fmu": str(fmu)}, tmp_path)
-    b = _subprocess_json(FMPY_SIM, {**req, "fmu": str(rebuilt)}, tmp_path)
+    a = run_json(FMPY_SIM, {**req, "fmu": str(fmu)}, tmp_path)
+    b = run_json(FMPY_SIM, {**req, "fmu": str(rebuilt)}, tmp_path)
     for o in outs:
         assert np.abs(np.array(a[o]) - np.array(b[o])).max() <= 1e-12, o
 
@@ -409,9 +393,9 @@ def test_get_set_and_serialized_state_reproduce_the_run(native, trained, referen
     model_dir = trained(name)[0]
     inputs, t, u = _run_inputs(name, reference_run, "low")
     blocks = [list(u[int(np.searchsorted(t, k * 0.01 - 1e-12))]) for k in range(61)]
-    req = {"kind": "state", "fmu": str(native(name)[0]), "start": _start_values(model_dir), "steps": [0.0025],
+    req = {"kind": "state", "fmu": str(native(name)[0]), "start": start_values(model_dir), "steps": [0.0025],
            "t_split": 0.3, "t_end": 0.6, "block": 0.01, "inputs": inputs, "u_blocks": blocks}
-    res = _subprocess_json(FMU_HOST, req, tmp_path)
+    res = run_json(FMU_HOST, req, tmp_path)
     first = np.array(res["first"])
     assert first.shape[0] == 120 and np.isfinite(first).all()
     assert np.array_equal(first, np.array(res["second"]))
@@ -421,13 +405,13 @@ def test_get_set_and_serialized_state_reproduce_the_run(native, trained, referen
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_non_finite_input_is_an_error_with_a_message(native, trained, tmp_path, value):
     model_dir = trained("four_bar")[0]
-    res = _subprocess_json(FMU_HOST, {"kind": "nan", "fmu": str(native("four_bar")[0]), "start": _start_values(model_dir),
+    res = run_json(FMU_HOST, {"kind": "nan", "fmu": str(native("four_bar")[0]), "start": start_values(model_dir),
                                       "steps": [0.001], "inputs": ["tau"], "value": value}, tmp_path)
     assert "status 3 (error)" in res["status"]["set"] and "status 3 (error)" in res["status"]["step"]
     text = " ".join(m["message"] for m in res["messages"])
     assert f"tau = {value} refused" in text and "must be finite" in text
     assert all(m["status"] == 3 for m in res["messages"])
-    res3 = _subprocess_json(FMPY_SIM, {"kind": "nan", "fmu": str(native("four_bar", 3, "cs")[0]), "input": "tau",
+    res3 = run_json(FMPY_SIM, {"kind": "nan", "fmu": str(native("four_bar", 3, "cs")[0]), "input": "tau",
                                        "value": value}, tmp_path)
     assert "fmi3SetFloat64" in res3["status"]["set"] and "error" in res3["status"]["set"].lower()
     assert "error" in res3["status"]["step"].lower()
@@ -442,7 +426,7 @@ def test_leaving_the_envelope_warns_once(native, trained, c_host, tmp_path):
     art = load_model(model_dir)
     lib, guid, md = extract(native("four_bar")[0], tmp_path / "fmu")
     big = art.envelope.u_max[0] + 0.5 * (art.envelope.u_max[0] - art.envelope.u_min[0])
-    names, data = run_host(c_host, lib, guid, md, start=_start_values(model_dir), inputs=["tau"],
+    names, data = run_host(c_host, lib, guid, md, start=start_values(model_dir), inputs=["tau"],
                            rows=np.full((1, 1), big), n_steps=20, outputs=["envelope"], work=tmp_path)
     assert data[-1, 1] > 0.01
     proc = subprocess.run([str(c_host), str(lib), guid, str(tmp_path / "spec-run.txt")], capture_output=True,
@@ -456,11 +440,11 @@ def test_two_native_fmus_in_one_process(native, trained, reference_run, tmp_path
         model_dir = trained(name)[0]
         inputs, t, u = _run_inputs(name, reference_run, "low")
         blocks = [list(u[int(np.searchsorted(t, k * 0.01 - 1e-12))]) for k in range(41)]
-        sub = {"kind": "steps", "fmu": str(native(name)[0]), "start": _start_values(model_dir), "steps": [0.002],
+        sub = {"kind": "steps", "fmu": str(native(name)[0]), "start": start_values(model_dir), "steps": [0.002],
                "t_end": 0.4, "block": 0.01, "inputs": inputs, "u_blocks": blocks}
         requests.append(sub)
-        alone.append(np.array(_subprocess_json(FMU_HOST, sub, tmp_path)["runs"]["0.002"]["y"]))
-    both = _subprocess_json(FMU_HOST, {"kind": "two", "fmus": [r["fmu"] for r in requests], "requests": requests,
+        alone.append(np.array(run_json(FMU_HOST, sub, tmp_path)["runs"]["0.002"]["y"]))
+    both = run_json(FMU_HOST, {"kind": "two", "fmus": [r["fmu"] for r in requests], "requests": requests,
                                        "step": 0.002, "t_end": 0.4}, tmp_path)
     assert both["outputs"][0] != both["outputs"][1]
     for k in range(2):
@@ -473,7 +457,7 @@ def test_ten_thousand_instantiate_free_cycles_leak_nothing(native, trained, c_ho
     the state, free); no definite, indirect or possible leak, no memory error."""
     model_dir = trained("four_bar")[0]
     lib, guid, md = extract(native("four_bar")[0], tmp_path / "fmu")
-    _, out = run_host(c_host, lib, guid, md, mode="cycles", n_steps=5, repeats=10000, start=_start_values(model_dir),
+    _, out = run_host(c_host, lib, guid, md, mode="cycles", n_steps=5, repeats=10000, start=start_values(model_dir),
                       inputs=["tau"], rows=np.full((1, 1), 0.1), outputs=["crank.x", "envelope"],
                       wrapper=["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect,possible",
                                "--error-exitcode=9", "-q"])
