@@ -1,19 +1,30 @@
-"""Cost of the exported FMU per step under fmpy, against the full Exudyn model.
+"""Cost per step of the FMUs (native C and python backends): in a plain-C host, under fmpy,
+against each other and the full Exudyn model.
 
-    python benchmarks/fmu_cost.py [NAMES...] [--models DIR] [--run low]
+    python benchmarks/fmu_cost.py [NAMES...] [--models DIR] [--run low] [--cflags "-O2"]
 
-For each mechanism: export the trained autoencoder model (`DIR/<name>-autoencoder-w1`, as
-written by benchmarks/train_accuracy.py; trained here with the defaults if missing) with the
-python backend, simulate the held-out run with fmpy in a fresh process at the run's 1 ms
-output step (`mc2fmu validate`'s path: fmpy's input interpolation, recording), and time
-it.  The full model is the Exudyn reference simulation of the same run at the same 1 ms
-output step, timed inside Exudyn's solver (the setup is not counted), with the solver step
-the reference data uses (0.1 ms) and with a 1 ms solver step.  Prints a table.
+For each mechanism the trained autoencoder model (`DIR/<name>-autoencoder-w1`, written by
+benchmarks/train_accuracy.py) is exported as an FMI 2.0 co-simulation FMU with the native
+and the python backend.  Measured on the held-out run (1 ms communication steps, the run's
+inputs):
+
+* C host: tests/c_host/host.c (dlopen + fmi2 calls, no Python in the process); per step
+  set the inputs, fmi2DoStep, get every output (poses decoded) / get q only; thread CPU
+  time, best of 5 runs of the whole run;
+* fmpy: `mc2fmu validate`'s path (fmpy in a fresh process, input interpolation,
+  recording), wall time, for both backends;
+* Exudyn: the reference simulation of the same run, timed inside its solver, 0.1 ms solver
+  step (the reference data's) and 1 ms.
+
+`--cflags` appends flags to the native backend's compiler flags (default -std=c99 -O3, no
+-march=native); e.g. "-O2" measures the -O2 build.  Prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -21,12 +32,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.train_accuracy import DOF, ensure_runs  # noqa: E402
+from benchmarks.train_accuracy import ensure_runs  # noqa: E402
 from examples.reference import MECHANISMS, simulate  # noqa: E402
 from mc2fmu.export import export_fmu  # noqa: E402
 from mc2fmu.mechanism import load_mechanism  # noqa: E402
-from mc2fmu.train import TrainConfig, fit  # noqa: E402
+from mc2fmu.poses import read_run  # noqa: E402
 from mc2fmu.validate import FmuInfo, validate_run  # noqa: E402
+from tests.c_host.run import build_host, extract, run_host  # noqa: E402
+
+
+def _us(text: str) -> float:
+    return float(text.split("us_per_step")[1].split()[0])
 
 
 def main(argv=None) -> int:
@@ -34,31 +50,56 @@ def main(argv=None) -> int:
     ap.add_argument("names", nargs="*", default=MECHANISMS)
     ap.add_argument("--models", default=str(ROOT / "out" / "bench"), help="folder of trained models")
     ap.add_argument("--run", default="low", help="excitation to simulate (default low)")
+    ap.add_argument("--cflags", default="", help="extra C compiler flags for the native FMU (e.g. -O2)")
+    ap.add_argument("--no-exudyn", action="store_true", help="skip the Exudyn timing")
     args = ap.parse_args(argv)
+    if args.cflags:
+        os.environ["MC2FMU_CFLAGS"] = args.cflags
     rows = []
-    for name in args.names:
-        folder = ensure_runs(name)
-        model = Path(args.models) / f"{name}-autoencoder-w1"
-        if not (model / "model.json").exists():
-            print(f"training {name} (autoencoder, defaults) -> {model}", file=sys.stderr)
-            fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=DOF[name]), model)
-        with tempfile.TemporaryDirectory() as tmp:
-            fmu = Path(tmp) / f"{name}.fmu"
-            export_fmu(model, fmu)
-            res = validate_run(FmuInfo(fmu), load_mechanism(folder / "mechanism.toml"),
-                               folder / "runs" / f"{args.run}.csv.gz")["summary"]
-        steps = res["samples"] - 1
-        fine = simulate(name, args.run, step=1e-4)["info"]["wall_time"]
-        coarse = simulate(name, args.run, step=1e-3)["info"]["wall_time"]
-        fmu_us = 1e6 * res["wall_time"] / steps
-        rows.append((name, steps, fmu_us, res["wall_time"], fine, coarse, res["position_nrmse"]))
-    print(f"\n{'mechanism':<14}{'steps':>7}{'FMU us/step':>13}{'FMU s':>8}{'Exudyn s (0.1 ms)':>19}"
-          f"{'ratio':>7}{'Exudyn s (1 ms)':>17}{'ratio':>7}{'NRMSE':>9}")
-    for name, steps, us, wall, fine, coarse, nrmse in rows:
-        print(f"{name:<14}{steps:>7}{us:>13.0f}{wall:>8.2f}{fine:>19.2f}{fine / wall:>7.2f}{coarse:>17.2f}"
-              f"{coarse / wall:>7.2f}{100 * nrmse:>8.3f}%")
-    print("\nratio = Exudyn wall time / FMU wall time (> 1: the FMU is faster); FMU under fmpy, 1 ms "
-          "communication step, fresh process, python backend (pythonfmu + onnxruntime).")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        host = build_host(tmp)
+        for name in args.names:
+            folder = ensure_runs(name)
+            model = Path(args.models) / f"{name}-autoencoder-w1"
+            if not (model / "model.json").exists():
+                print(f"skipping {name}: no model in {model} (run benchmarks/train_accuracy.py)", file=sys.stderr)
+                continue
+            mech = load_mechanism(folder / "mechanism.toml")
+            run_path = folder / "runs" / f"{args.run}.csv.gz"
+            run = read_run(run_path, mech)
+            native, python = tmp / f"{name}-native.fmu", tmp / f"{name}-python.fmu"
+            summary = export_fmu(model, native, "native")
+            export_fmu(model, python, "python")
+            lib, guid, md = extract(native, tmp / name)
+            init = json.loads((model / "model.json").read_text())["initial_state"]
+            start = ({f"q_start[{i + 1}]": v for i, v in enumerate(init["q"])}
+                     | {f"qd_start[{i + 1}]": v for i, v in enumerate(init["qd"])})
+            n = len(run.t) - 1
+            kw = dict(mode="bench", repeats=5, start=start, inputs=list(mech.input_names), rows=run.u[:n], n_steps=n,
+                      work=tmp / name)
+            c_all = _us(run_host(host, lib, guid, md, **kw)[1])
+            c_q = _us(run_host(host, lib, guid, md, outputs=["q[1]"], **kw)[1])
+            res_n = validate_run(FmuInfo(native), mech, run_path)["summary"]
+            res_p = validate_run(FmuInfo(python), mech, run_path)["summary"]
+            steps = res_n["samples"] - 1
+            fmpy_n, fmpy_p = 1e6 * res_n["wall_time"] / steps, 1e6 * res_p["wall_time"] / steps
+            if args.no_exudyn:
+                exu_fine = exu_coarse = float("nan")
+            else:
+                exu_fine = 1e6 * simulate(name, args.run, step=1e-4)["info"]["wall_time"] / n
+                exu_coarse = 1e6 * simulate(name, args.run, step=1e-3)["info"]["wall_time"] / n
+            rows.append((name, " ".join(summary["cflags"]), c_all, c_q, fmpy_n, fmpy_p, exu_fine, exu_coarse))
+    print(f"\n{'mechanism':<14}{'C host all':>11}{'C host q':>10}{'fmpy nat':>10}{'fmpy py':>10}{'py/nat':>8}"
+          f"{'Exu 0.1ms':>11}{'Exu/C':>8}{'Exu 1ms':>9}{'Exu/C':>8}{'Exu0.1/fmpy':>13}")
+    for name, flags, c_all, c_q, fn, fp, ef, ec in rows:
+        print(f"{name:<14}{c_all:>11.2f}{c_q:>10.2f}{fn:>10.1f}{fp:>10.1f}{fp / fn:>8.1f}{ef:>11.1f}{ef / c_all:>8.0f}"
+              f"{ec:>9.1f}{ec / c_all:>8.0f}{ef / fn:>13.1f}")
+    if rows:
+        print(f"\nus per 1 ms step.  C host: set inputs + fmi2DoStep + get every output (all) or q[1] only (q), "
+              f"thread CPU time, best of 5; native flags: {rows[0][1]}.  fmpy: wall time of `mc2fmu validate`'s "
+              "simulation (fresh process), native (nat) and python backend (py).  Exudyn: solver wall time per 1 ms "
+              "of the run at 0.1 ms / 1 ms solver steps.  Ratios > 1: the native FMU is cheaper.")
     return 0
 
 
