@@ -162,13 +162,27 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         C_val += v
     if not n_u:
         C_row = [0] * (n_x + 1)
+    # the output layer folded into the dynamics (exact algebra, float64): with
+    # x = x_mean + S (W_L h + b_L), J = S W_L Jh, H = S W_L Hh, the step needs only
+    # A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L and
+    # c_i = W_L^T S f_C[i] (x_mean + S b_L); see mc2fmu_eval_geometry in mc2fmu_native.h
+    n_h = Ws[-1].shape[1]
+    SW = state["decoder.x_scale"][:, None] * Ws[-1]
+    x0 = state["decoder.x_mean"] + state["decoder.x_scale"] * bs[-1]
+    A_h = SW.T @ state["M"] @ SW
+    A_h = (A_h + A_h.T) / 2.0
+    g_h = SW.T @ state["f_g"]
+    B_h = SW.T @ state["f_B"].reshape(n_x, n_u) if n_u else np.zeros((n_h, 0))
+    C_used = [int(np.any(f_C[k] != 0.0)) for k in range(n_u)]
+    CT_h = [(SW.T @ f_C[k] @ SW).T for k in range(n_u)]  # transposed: C_i^T, row-major
+    c_h = [SW.T @ (f_C[k] @ x0) for k in range(n_u)]
     env = artifact.envelope
     defines = {
         "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
         "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),
         "MC2FMU_INSTANTIATION_TOKEN": _c_string(token),
         "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
-        "MC2FMU_NF": n_feat, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables),
+        "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables),
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[arch['activation']]} /* {arch['activation']} */",
         "MC2FMU_STEP_CENTRED": f"{int(arch['step_map'] == 'centred')} /* step map {arch['step_map']} */",
         "MC2FMU_DT": _c_double(artifact.dt),
@@ -198,6 +212,15 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         _array("int", "mc2fmu_C_row", C_row, per_line=16, comment="f_C[i], compressed sparse rows, one block of NX + 1 per input"),
         _array("int", "mc2fmu_C_col", C_col, per_line=16),
         _array("double", "mc2fmu_C_val", C_val),
+        _array("double", "mc2fmu_A_h", A_h.ravel(), comment="the output layer folded in (NH = last hidden width): "
+               "A = W_L^T S M S W_L (NH x NH, symmetric)"),
+        _array("double", "mc2fmu_g_h", g_h, comment="g = W_L^T S f_g"),
+        _array("double", "mc2fmu_B_h", B_h.ravel() if n_u else [], comment="B = W_L^T S f_B, row-major (NH x NU)"),
+        _array("int", "mc2fmu_C_used", C_used, per_line=16, comment="1: f_C[i] is not zero"),
+        _array("double", "mc2fmu_CT_h", [v for k in range(n_u) for v in CT_h[k].ravel()],
+               comment="C_i^T = (W_L^T S f_C[i] S W_L)^T, row-major, one NH x NH block per input"),
+        _array("double", "mc2fmu_c_h", [v for k in range(n_u) for v in c_h[k]],
+               comment="c_i = W_L^T S f_C[i] (x_mean + S b_L), one NH block per input"),
         _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),
         _array("double", "mc2fmu_body_length", [b.length for b in bodies]),
         _array("double", "mc2fmu_body_com", [c for b in bodies for c in b.com], per_line=3),

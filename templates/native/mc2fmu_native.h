@@ -12,7 +12,9 @@
    - decoder: z-scored inputs (cos/sin for angle coordinates), value, Jacobian and Hessian
      propagated through the layers: a = W z + b, Ja = W Jz, Ha = W Hz; then
      Hz = s''(a) Ja Ja^T + s'(a) Ha, Jz = s'(a) Ja, z = s(a); output de-normalised;
-   - M_m = J^T M J, G_m = J^T M (H : v v), f_m = J^T f, f = f_g + f_B u + sum_i u_i f_C[i] x;
+   - M_m = J^T M J, G_m = J^T M (H : v v), f_m = J^T f, f = f_g + f_B u + sum_i u_i f_C[i] x,
+     with the decoder's output layer folded into M, f_g, f_B, f_C at export (exact algebra,
+     different rounding; see mc2fmu_terms): the step propagates the last hidden layer only;
      the M_m solve by the same unrolled Cholesky factorisation;
    - the step maps `paper` and `centred`;
    - co-simulation on the fixed internal grid t_k = t0 + k dt with the quadratic
@@ -91,7 +93,13 @@ static void mc2fmu_features(const double *q, mc2fmu_rows Z, int np) {
 /* out[p] = W in[p] (+ b for the value row), for the packed rows p < np.  W is stored
    transposed (n_in x n_out); a tile of 4 outputs x np rows is accumulated in registers
    over the inputs (independent sums, vectorisable; each sum runs over i in order). */
-static void mc2fmu_affine(int l, mc2fmu_rows in, mc2fmu_rows out, int np) {
+#if defined(__GNUC__) || defined(__clang__)
+#define MC2FMU_INLINE static inline __attribute__((always_inline))
+#else
+#define MC2FMU_INLINE static inline
+#endif
+
+MC2FMU_INLINE void mc2fmu_affine_np(int l, mc2fmu_rows in, mc2fmu_rows out, int np) {
     const int ni = mc2fmu_layer_in[l], no = mc2fmu_layer_out[l];
     const double *MC2FMU_RESTRICT WT = mc2fmu_WT[l], *MC2FMU_RESTRICT b = mc2fmu_b[l];
     int p, i, o, r;
@@ -118,6 +126,13 @@ static void mc2fmu_affine(int l, mc2fmu_rows in, mc2fmu_rows out, int np) {
         }
         out[0][o] += b[o];
     }
+}
+
+/* np a compile-time constant in each branch: the tile's loops unroll at -O2 as at -O3 */
+static void mc2fmu_affine(int l, mc2fmu_rows in, mc2fmu_rows out, int np) {
+    if (np == MC2FMU_P) mc2fmu_affine_np(l, in, out, MC2FMU_P);
+    else if (np == 1) mc2fmu_affine_np(l, in, out, 1);
+    else mc2fmu_affine_np(l, in, out, np);
 }
 
 static void mc2fmu_activate(int l, mc2fmu_rows Z, int np) {
@@ -154,18 +169,27 @@ static void mc2fmu_activate(int l, mc2fmu_rows Z, int np) {
     }
 }
 
-/* the decoder's network, packed rows: np = 1 value only, np = MC2FMU_P with J and H;
-   returns the buffer (A or B) that holds the output layer */
-static mc2fmu_rows mc2fmu_network(const double *q, mc2fmu_rows A, mc2fmu_rows B, int np) {
+/* the decoder's hidden layers, packed rows: np = 1 value only, np = MC2FMU_P with J and H;
+   returns the buffer (A or B) that holds the last hidden activation h (the features if the
+   network has one layer) */
+static mc2fmu_rows mc2fmu_hidden(const double *q, mc2fmu_rows A, mc2fmu_rows B, int np) {
     mc2fmu_rows cur = A, nxt = B, tmp;
     int l;
     mc2fmu_features(q, cur, np);
-    for (l = 0; l < MC2FMU_NL; l++) {
+    for (l = 0; l < MC2FMU_NL - 1; l++) {
         mc2fmu_affine(l, cur, nxt, np);
-        if (l < MC2FMU_NL - 1) mc2fmu_activate(l, nxt, np);
+        mc2fmu_activate(l, nxt, np);
         tmp = cur; cur = nxt; nxt = tmp;
     }
     return cur;
+}
+
+/* the decoder's network, packed rows; returns the buffer (A or B) that holds the output layer */
+static mc2fmu_rows mc2fmu_network(const double *q, mc2fmu_rows A, mc2fmu_rows B, int np) {
+    mc2fmu_rows cur = mc2fmu_hidden(q, A, B, np);
+    mc2fmu_rows nxt = cur == A ? B : A;
+    mc2fmu_affine(MC2FMU_NL - 1, cur, nxt, np);
+    return nxt;
 }
 
 /* x = h_d(q), the value alone (the poses' decoder) */
@@ -176,73 +200,102 @@ static void mc2fmu_decode(const double *q, double *x) {
     for (n = 0; n < MC2FMU_NX; n++) x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
 }
 
-/* ------------------------------------------------------------------ the reduced dynamics */
+/* ------------------------------------------------------------------ the reduced dynamics
+
+   The output layer is folded into the dynamics (exact algebra, different rounding): with
+   x = x_mean + S (W_L h + b_L), J = S W_L Jh, H = S W_L Hh and the export's float64
+   A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L,
+   c_i = W_L^T S f_C[i] (x_mean + S b_L):
+     M_m = Jh^T A Jh,  f_m = Jh^T (g + B u + sum_i u_i (C_i h + c_i)),  J^T M (H : v v) = (A Jh)^T (Hh : v v),
+   so a step never forms the NX-dimensional output; x (value only) is formed for the poses. */
 
 typedef struct {
-    double x[MC2FMU_NX];
-    double J[MC2FMU_NX * MC2FMU_NQ];            /* J[n][j] */
-    double H[MC2FMU_NX * MC2FMU_NQ2];           /* H[n][j][k] */
-    double MJ[MC2FMU_NX * MC2FMU_NQ];           /* M J */
-    double Mm[MC2FMU_NQ2];                      /* J^T M J */
+    double AJ[MC2FMU_NQ][MC2FMU_NH];            /* A Jh, by column of Jh */
+    double Mm[MC2FMU_NQ2];                      /* Jh^T A Jh */
     double fm[MC2FMU_NQ];                       /* J^T f */
-    double q[MC2FMU_NQ];                        /* where x, J, H, MJ, Mm were evaluated */
+    double x[MC2FMU_NX];                        /* the decoded point, if x_valid */
+    double q[MC2FMU_NQ];                        /* where h, Jh, Hh, AJ, Mm were evaluated */
     int valid;                                  /* ... if set */
+    int x_valid;
+    int zb;                                     /* h, Jh, Hh (packed rows) are in bufB if set, else bufA */
     mc2fmu_layer_buf bufA, bufB;                /* scratch of the network */
 } mc2fmu_terms;
 
-/* x, J, H, M J and M_m at q: the decoder's geometry, cached by the value of q (the output
+static mc2fmu_rows mc2fmu_terms_rows(mc2fmu_terms *T) {
+    return T->zb ? T->bufB : T->bufA;
+}
+
+/* h, Jh, Hh, A Jh and M_m at q: the decoder's geometry, cached by the value of q (the output
    poses at a grid point and the next step's terms share one decoder evaluation) */
 static void mc2fmu_eval_geometry(const double *q, mc2fmu_terms *T) {
-    int n, j, k, r;
+    int n, m, j, k;
     mc2fmu_rows Z;
     if (T->valid && memcmp(T->q, q, sizeof T->q) == 0) return;
-    Z = mc2fmu_network(q, T->bufA, T->bufB, MC2FMU_P);
-    for (n = 0; n < MC2FMU_NX; n++) {
-        const double s = mc2fmu_x_scale[n];
-        T->x[n] = mc2fmu_x_mean[n] + s * Z[0][n];
-        for (j = 0; j < MC2FMU_NQ; j++) T->J[n * MC2FMU_NQ + j] = s * Z[1 + j][n];
-        for (j = 0; j < MC2FMU_NQ2; j++) T->H[n * MC2FMU_NQ2 + j] = s * Z[1 + MC2FMU_NQ + j][n];
-    }
-    /* M J (M sparse, CSR), M_m = J^T M J */
-    for (n = 0; n < MC2FMU_NX; n++) {
-        for (j = 0; j < MC2FMU_NQ; j++) {
-            double s = 0.0;
-            for (r = mc2fmu_M_row[n]; r < mc2fmu_M_row[n + 1]; r++) s += mc2fmu_M_val[r] * T->J[mc2fmu_M_col[r] * MC2FMU_NQ + j];
-            T->MJ[n * MC2FMU_NQ + j] = s;
+    Z = mc2fmu_hidden(q, T->bufA, T->bufB, MC2FMU_P);
+    T->zb = Z == T->bufB;
+    /* A Jh: the rows of A (symmetric) accumulated over m in order */
+    for (j = 0; j < MC2FMU_NQ; j++) {
+        double *MC2FMU_RESTRICT aj = T->AJ[j];
+        for (n = 0; n < MC2FMU_NH; n++) aj[n] = 0.0;
+        for (m = 0; m < MC2FMU_NH; m++) {
+            const double z = Z[1 + j][m];
+            const double *MC2FMU_RESTRICT a = mc2fmu_A_h + (size_t)m * MC2FMU_NH;
+            for (n = 0; n < MC2FMU_NH; n++) aj[n] += a[n] * z;
         }
     }
+    /* M_m = Jh^T (A Jh): the lower triangle, mirrored (exactly symmetric) */
     for (j = 0; j < MC2FMU_NQ; j++)
-        for (k = 0; k < MC2FMU_NQ; k++) {
-            double m = 0.0;
-            for (n = 0; n < MC2FMU_NX; n++) m += T->J[n * MC2FMU_NQ + j] * T->MJ[n * MC2FMU_NQ + k];
-            T->Mm[j * MC2FMU_NQ + k] = m;
+        for (k = 0; k <= j; k++) {
+            double s = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * T->AJ[k][n];
+            T->Mm[j * MC2FMU_NQ + k] = s;
+            T->Mm[k * MC2FMU_NQ + j] = s;
         }
     memcpy(T->q, q, sizeof T->q);
     T->valid = 1;
+    T->x_valid = 0;
+}
+
+/* x at the cached geometry's q (value only): the output layer applied to h */
+static const double *mc2fmu_terms_x(mc2fmu_terms *T) {
+    if (!T->x_valid) {
+        double y[1][MC2FMU_WMAX];
+        int n;
+        mc2fmu_affine(MC2FMU_NL - 1, mc2fmu_terms_rows(T), y, 1);
+        for (n = 0; n < MC2FMU_NX; n++) T->x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
+        T->x_valid = 1;
+    }
+    return T->x;
 }
 
 /* everything at q and u that does not depend on the velocity */
 static void mc2fmu_eval_terms(const double *q, const double *u, mc2fmu_terms *T) {
-    double f[MC2FMU_NX];
-    int n, j, k, r;
+    double y[MC2FMU_NH], t[MC2FMU_NH];
+    int n, m, j, k;
+    mc2fmu_rows Z;
     mc2fmu_eval_geometry(q, T);
-    /* f = f_g + f_B u + sum_i u_i f_C[i] x */
-    for (n = 0; n < MC2FMU_NX; n++) {
+    Z = mc2fmu_terms_rows(T);
+    /* y = g + B u + sum_i u_i (C_i h + c_i), i.e. W_L^T S f */
+    for (n = 0; n < MC2FMU_NH; n++) {
         double s = 0.0;
-        for (k = 0; k < MC2FMU_NU; k++) s += u[k] * mc2fmu_f_B[n * MC2FMU_NU1 + k];
-        f[n] = mc2fmu_f_g[n] + s;
+        for (k = 0; k < MC2FMU_NU; k++) s += u[k] * mc2fmu_B_h[n * MC2FMU_NU1 + k];
+        y[n] = mc2fmu_g_h[n] + s;
     }
     for (k = 0; k < MC2FMU_NU; k++) {
-        const int *row = mc2fmu_C_row + k * (MC2FMU_NX + 1);
-        for (n = 0; n < MC2FMU_NX; n++) {
-            double s = 0.0;
-            for (r = row[n]; r < row[n + 1]; r++) s += mc2fmu_C_val[r] * T->x[mc2fmu_C_col[r]];
-            f[n] += u[k] * s;
+        const double *MC2FMU_RESTRICT CT = mc2fmu_CT_h + (size_t)k * MC2FMU_NH * MC2FMU_NH;
+        const double *MC2FMU_RESTRICT c = mc2fmu_c_h + (size_t)k * MC2FMU_NH;
+        if (!mc2fmu_C_used[k]) continue;
+        for (n = 0; n < MC2FMU_NH; n++) t[n] = 0.0;
+        for (m = 0; m < MC2FMU_NH; m++) {
+            const double hm = Z[0][m];
+            const double *MC2FMU_RESTRICT r = CT + (size_t)m * MC2FMU_NH;
+            for (n = 0; n < MC2FMU_NH; n++) t[n] += r[n] * hm;
         }
+        for (n = 0; n < MC2FMU_NH; n++) y[n] += u[k] * (t[n] + c[n]);
     }
     for (j = 0; j < MC2FMU_NQ; j++) {
         double s = 0.0;
-        for (n = 0; n < MC2FMU_NX; n++) s += T->J[n * MC2FMU_NQ + j] * f[n];
+        for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * y[n];
         T->fm[j] = s;
     }
 }
@@ -273,24 +326,29 @@ static void mc2fmu_cholesky_solve(const double *A, const double *b, double *y) {
     }
 }
 
-/* qdd = M_m^-1 (f_m - J^T M (H : v v)) */
-static void mc2fmu_acceleration(const mc2fmu_terms *T, const double *v, double *a) {
-    double vv[MC2FMU_NQ2], rhs[MC2FMU_NQ];
+/* qdd = M_m^-1 (f_m - J^T M (H : v v)), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
+static void mc2fmu_acceleration(mc2fmu_terms *T, const double *v, double *a) {
+    double vv[MC2FMU_NQ2], hv[MC2FMU_NH], rhs[MC2FMU_NQ];
+    mc2fmu_rows Z = mc2fmu_terms_rows(T);
     int n, j, k;
     for (j = 0; j < MC2FMU_NQ; j++)
         for (k = 0; k < MC2FMU_NQ; k++) vv[j * MC2FMU_NQ + k] = v[j] * v[k];
-    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] = 0.0;
-    for (n = 0; n < MC2FMU_NX; n++) {
-        double h = 0.0;
-        for (k = 0; k < MC2FMU_NQ2; k++) h += T->H[n * MC2FMU_NQ2 + k] * vv[k];
-        for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += T->MJ[n * MC2FMU_NQ + j] * h;
+    for (n = 0; n < MC2FMU_NH; n++) hv[n] = 0.0;
+    for (k = 0; k < MC2FMU_NQ2; k++) {
+        const double w = vv[k];
+        const double *MC2FMU_RESTRICT hk = Z[1 + MC2FMU_NQ + k];
+        for (n = 0; n < MC2FMU_NH; n++) hv[n] += hk[n] * w;
     }
-    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] = T->fm[j] - rhs[j];
+    for (j = 0; j < MC2FMU_NQ; j++) {
+        double s = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) s += T->AJ[j][n] * hv[n];
+        rhs[j] = T->fm[j] - s;
+    }
     mc2fmu_cholesky_solve(T->Mm, rhs, a);
 }
 
 /* the one-step map: q_{i+1} from q_{i-1}, q_i (T evaluated at q_i, u_i) */
-static void mc2fmu_step_map(const mc2fmu_terms *T, const double *q_prev, const double *q, double dt, double *q_next) {
+static void mc2fmu_step_map(mc2fmu_terms *T, const double *q_prev, const double *q, double dt, double *q_next) {
     double base[MC2FMU_NQ], v[MC2FMU_NQ], a[MC2FMU_NQ];
     int i;
     for (i = 0; i < MC2FMU_NQ; i++) {
@@ -694,7 +752,7 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
             if (c->interface == MC2FMU_CS && mc2fmu_running(c) && memcmp(q, c->s.hist[2], sizeof c->s.hist[2]) == 0) {
                 /* at a grid point: the next step evaluates its terms here anyway */
                 mc2fmu_eval_geometry(q, &c->T);
-                mc2fmu_poses(c->T.x, c->pose);
+                mc2fmu_poses(mc2fmu_terms_x(&c->T), c->pose);
             } else {
                 double x[MC2FMU_NX];
                 mc2fmu_decode(q, x);
@@ -786,11 +844,19 @@ __attribute__((visibility("default")))
 int mc2fmu_selftest(const double *q, const double *qd, const double *u, const double *q_prev, double *x, double *J,
                     double *H, double *x_value, double *qdd, double *q_next, double *pose) {
     static mc2fmu_terms T;
-    int i;
+    static mc2fmu_layer_buf A, B;
+    mc2fmu_rows Z;
+    int i, n, j;
+    /* the decoder's full output (x, J, H), which the dynamics never form */
+    Z = mc2fmu_network(q, A, B, MC2FMU_P);
+    for (n = 0; n < MC2FMU_NX; n++) {
+        const double s = mc2fmu_x_scale[n];
+        x[n] = mc2fmu_x_mean[n] + s * Z[0][n];
+        for (j = 0; j < MC2FMU_NQ; j++) J[n * MC2FMU_NQ + j] = s * Z[1 + j][n];
+        for (j = 0; j < MC2FMU_NQ2; j++) H[n * MC2FMU_NQ2 + j] = s * Z[1 + MC2FMU_NQ + j][n];
+    }
+    T.valid = 0;
     mc2fmu_eval_terms(q, u, &T);
-    memcpy(x, T.x, sizeof T.x);
-    memcpy(J, T.J, sizeof T.J);
-    memcpy(H, T.H, sizeof T.H);
     mc2fmu_acceleration(&T, qd, qdd);
     mc2fmu_step_map(&T, q_prev, q, MC2FMU_DT, q_next);
     mc2fmu_decode(q, x_value);
