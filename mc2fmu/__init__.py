@@ -16,6 +16,13 @@ Pipeline stages, one module each (data flows one way):
 * :mod:`mc2fmu.envelope`   the training envelope
 * :mod:`mc2fmu.simulate`   ``simulate``: roll a model out on a run
 * :mod:`mc2fmu.metrics`    accuracy metrics shared by simulate, validate and benchmarks
+* :mod:`mc2fmu.onnx_export` the model's ONNX graphs (float64, checked against torch)
+* :mod:`mc2fmu.fmu_description` the FMU's variable list and model descriptions (FMI 2, 3)
+* :mod:`mc2fmu.export`     ``export``: model directory -> FMU (backend registry)
+* :mod:`mc2fmu.native`     the native backend: generated C, compiled
+* :mod:`mc2fmu.fmu_runner` running an FMU with fmpy in a fresh process
+* :mod:`mc2fmu.validate`   ``validate``: FMU vs reference runs, JSON and HTML report
+* :mod:`mc2fmu.pipeline`   ``convert`` and ``demo``: the stages chained
 """
 
 __version__ = "0.1.0"
