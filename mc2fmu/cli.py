@@ -273,7 +273,7 @@ DEMO_HELP = """\
 The whole pipeline on a bundled mechanism: simulate it with Exudyn (runs train, low,
 shape, high), train on `train`, export the FMU, validate it with fmpy on all four runs
 and write a report.  Needs the examples extra: pip install -c constraints.txt -e ".[examples]".
-Takes about 3 minutes for the four-bar on 2 cores.
+Takes about 2 minutes for the four-bar on 2 cores.
 """
 
 
@@ -514,22 +514,22 @@ _TERM_NAMES = {"rec": "reconstruction", "dyn": "dynamics", "vel": "velocity", "a
 
 
 class _progress_bar:
-    """A tqdm bar fed by training progress entries (epochs, losses, time left)."""
+    """A tqdm bar fed by training progress entries (epochs, losses, time left); it appears at
+    the first entry, so stages before training (e.g. `demo`'s simulations) do not count."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
         self.bar = None
 
     def __enter__(self):
-        if self.quiet:
-            return None
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=1000, unit="", bar_format="{l_bar}{bar}| {elapsed}<{remaining}{postfix}",
-                        desc="training", file=sys.stderr)
-        return self.update
+        return None if self.quiet else self.update
 
     def update(self, e: dict) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=1000, unit="", bar_format="{l_bar}{bar}| {elapsed}<{remaining}{postfix}",
+                            desc="training", file=sys.stderr)
         self.bar.n = int(1000 * e["done"])
         terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
         self.bar.set_postfix_str(f"{e['stage']} {e['iter']} loss {e['loss']:.2e} ({terms}) val {e['val']:.2e}")
