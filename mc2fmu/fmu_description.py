@@ -164,6 +164,15 @@ def _units_categories_experiment(root: Element, variables: list[Variable], log_c
     SubElement(root, "DefaultExperiment", {"startTime": "0.0", "stopTime": _fmt(stop_time), "stepSize": _fmt(step_size)})
 
 
+def _variable_attrs(vr: int, v: Variable) -> dict[str, str]:
+    """The attributes FMI 2's ScalarVariable and FMI 3's Float64 share."""
+    attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,
+             "variability": v.variability}
+    if v.initial is not None:
+        attrs["initial"] = v.initial
+    return attrs
+
+
 def model_description_fmi2(variables: list[Variable], *, model_name: str, model_identifier: str, guid: str,
                            description: str, generation_tool: str, stop_time: float, step_size: float,
                            can_get_set_state: bool = True, can_serialize_state: bool = True,
@@ -191,10 +200,7 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
                                  stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
     for vr, v in enumerate(variables):
-        attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,
-                 "variability": v.variability}
-        if v.initial is not None:
-            attrs["initial"] = v.initial
+        attrs = _variable_attrs(vr, v)
         sv = SubElement(mv, "ScalarVariable", attrs)
         real = {"unit": v.unit}
         if v.start is not None:
@@ -253,10 +259,7 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
     _units_categories_experiment(root, variables, log_categories, stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
     for vr, v in enumerate(variables):
-        attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,
-                 "variability": v.variability}
-        if v.initial is not None:
-            attrs["initial"] = v.initial
+        attrs = _variable_attrs(vr, v)
         attrs["unit"] = v.unit
         if v.start is not None:
             attrs["start"] = _fmt(v.start)
