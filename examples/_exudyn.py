@@ -1,10 +1,13 @@
 """Building and solving a :class:`~examples._model.Model` in Exudyn.
 
 Every body is an ``ObjectRigidBody`` on an Euler-parameter node, created in its reference
-pose (the static equilibrium) at rest; joints are exact index-3 constraints; each input is a
-``LoadForceVector`` / ``LoadTorqueVector`` with a global direction (``bodyFixed=False``) whose
-value comes from a Python user function.  The solver is generalized-alpha (spectral radius
-0.95) at a fixed step; sensors store the output every ``output_step``.
+pose (the static equilibrium) at rest; joints are exact index-3 constraints; each spring is an
+``ObjectConnectorSpringDamper`` between two ``MarkerBodyPosition`` markers (its force law is the
+mechanism file's, tension ``k (l - length) + c ldot`` along the line: checked against closed-
+form and scipy solutions in tests/test_reference.py); each input is a ``LoadForceVector`` /
+``LoadTorqueVector`` with a global direction (``bodyFixed=False``) whose value comes from a
+Python user function.  The solver is generalized-alpha (spectral radius 0.95) at a fixed step;
+sensors store the output every ``output_step``.
 """
 
 from __future__ import annotations
@@ -83,6 +86,18 @@ def build(model: Model, signals: Sequence[Callable[[float], float]], sensors: Se
             mbs.CreateGenericJoint(
                 name=j.name, itemNumbers=items, position=p, rotationMatrixAxes=j.axes, constrainedAxes=list(trans + rot)
             )
+
+    for s in model.springs:  # ground markers sit on the ground object, whose frame is the global one
+        mbs.CreateSpringDamper(
+            name=s.name,
+            itemNumbers=[objects[s.body_a], objects[s.body_b]],
+            localPosition0=[float(c) for c in s.point_a],
+            localPosition1=[float(c) for c in s.point_b],
+            referenceLength=float(s.length),
+            stiffness=float(s.stiffness),
+            damping=float(s.damping),
+            show=False,
+        )
 
     loads = []
     for inp, signal in zip(model.inputs, signals, strict=True):
@@ -196,9 +211,10 @@ def initial_input_accelerations(model: Model, u: Sequence[float], step: float = 
 def support_inputs(model: Model) -> tuple[np.ndarray, float]:
     """Constant inputs that hold the reference configuration in static equilibrium.
 
-    At rest the accelerations are affine in the inputs, ``a(u) = a0 + S u``: one engine
-    evaluation per input gives ``S``, and ``u = -S^-1 a0``.  Returns ``u`` and the remaining
-    acceleration ``max |a(u)|`` (should be round-off).
+    At rest the accelerations are affine in the inputs, ``a(u) = a0 + S u`` (``a0`` from every
+    other force, springs included): one engine evaluation per input gives ``S``, and
+    ``u = -S^-1 a0``.  Returns ``u`` and the remaining acceleration ``max |a(u)|`` (should be
+    round-off).
     """
     n = len(model.inputs)
     a0 = initial_input_accelerations(model, np.zeros(n))

@@ -3,7 +3,8 @@
 A :class:`Model` holds everything needed to build the mechanism in an engine and to check
 its output: the bodies (inertial data and their pose in the reference configuration, which
 is the static equilibrium the runs start from), the joints (used by the engine and by the
-joint-error check), the inputs and their excitation signals.
+joint-error check), the spring-dampers (force elements), the inputs and their excitation
+signals.
 """
 
 from __future__ import annotations
@@ -135,6 +136,31 @@ class Input:
     point: tuple[float, float, float] | None = None
 
 
+@dataclass(frozen=True)
+class Spring:
+    """A linear spring-damper between two points; a force element, not an input.
+
+    ``point_a`` / ``point_b`` are in the body frames (global for ``"ground"``).  With
+    ``d = p_a - p_b``, ``l = |d|``, ``n = d / l`` and ``ldot = n . (v_a - v_b)`` the tension is
+    ``T = stiffness (l - length) + damping ldot``; the force on point a is ``-T n``, on b ``+T n``.
+    """
+
+    name: str
+    body_a: str
+    point_a: tuple[float, float, float]
+    body_b: str
+    point_b: tuple[float, float, float]
+    stiffness: float  # N/m
+    damping: float  # N s/m
+    length: float  # rest length, m
+
+    def __post_init__(self):
+        if self.body_a == self.body_b:
+            raise ValueError(f"spring '{self.name}': body_a and body_b must differ")
+        if self.stiffness < 0 or self.damping < 0 or self.length <= 0:
+            raise ValueError(f"spring '{self.name}': needs stiffness >= 0, damping >= 0, length > 0")
+
+
 # ---------------------------------------------------------------------------- excitations
 
 
@@ -179,6 +205,7 @@ class Model:
     for the constant inputs that hold the reference configuration in static equilibrium.
     ``train`` / ``shape``: one waveform per input; ``low`` and ``high`` scale ``train``.
     ``coordinates``: the mechanism's main coordinates from exported poses, for range checks.
+    ``springs``: the spring-dampers acting besides gravity and the inputs.
     """
 
     name: str
@@ -193,6 +220,7 @@ class Model:
     static_inputs: tuple[float, ...] | None = None
     low_scale: float = 0.5
     high_scale: float = 1.7
+    springs: tuple[Spring, ...] = ()
 
     def body(self, name: str) -> Body:
         for b in self.bodies:

@@ -1,9 +1,12 @@
 """The four reference mechanisms, one builder each.
 
 Every builder returns an engine-neutral :class:`~examples._model.Model` whose reference
-configuration is the static equilibrium the runs start from (at rest).  Only gravity and the
-inputs act: there are no springs or dampers, so every mechanism is a gravity pendulum or has
-its weight carried by the constant part of its inputs.
+configuration is the static equilibrium the runs start from (at rest).  The hanging
+mechanisms (four-bar, slider-crank) are gravity pendulums driven by their inputs alone.  The
+weight-carrying ones (two-bar, MacPherson) have their weight carried by the constant part of
+their inputs and linear spring-dampers that are at rest length in the reference
+configuration: without them the weight-carrying motion would be (nearly) neutrally stable, a
+free mass on which any small model error drifts.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from ._model import Body, Input, Joint, Model, Waveform, box_inertia, frame, rot_z
+from ._model import Body, Input, Joint, Model, Spring, Waveform, box_inertia, frame, rot_z
 
 G = 9.81
 
@@ -178,15 +181,22 @@ def two_bar() -> Model:
     constraining only the in-plane position (closes the loop).  Inputs ``F1``, ``F2``: forces
     along global y at A and B.  Each is a constant support force (solved by the engine so
     that the reference configuration is a static equilibrium: 27.56 N and 13.64 N, together
-    the whole weight) plus an excitation.  The bases' common motion then obeys ``M a = F1 + F2 - M g``
-    exactly (the guides carry no y force), and zero-sum cosine excitations keep it bounded;
-    the relative motion is a gravity-stable pendulum mode as long as P hangs below the bases.
-    Excitations: ``train`` three tones on each force (1.2-3.1 Hz, above the 0.75 Hz relative
-    mode); ``low`` 0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
+    the whole weight) plus an excitation.  Springs ``support_A``, ``support_B``: vertical
+    spring-dampers from the ground 1 m below each base to the base (the bar's frame origin),
+    at rest length (1 m) in the reference configuration, so they carry nothing there.  Without
+    them the bases' common vertical motion would be a free mass (``M a = F1 + F2 - M g``
+    exactly, the guides carry no y force): neutrally stable, so any small model error would
+    drift.  Stiffness and damping are split 2 : 1 between A and B like the support forces
+    (110 and 55 N/m, 2.6 and 1.3 N s/m): modes 1.00 Hz (mainly the common motion, damping
+    ratio 8 %) and 1.38 Hz (mainly the relative, pendulum-like motion, 7 %; 0.74 Hz without
+    the springs).  P hangs below the bases and the bars stay near perpendicular.
+    Excitations: ``train`` three tones on each force (0.6-3.1 Hz, none on a mode); ``low``
+    0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
     """
     L1, L2 = math.sqrt(0.5), math.sqrt(2.0)
     A, B = np.array([0.0, 0.0]), np.array([1.5, 0.3])
     P = _circle_intersection(A, L1, B, L2, below=True)
+    below = np.array([0.0, 1.0, 0.0])  # the support springs' ground points are 1 m below the bases
     phi1, phi2 = _direction(A, P), _direction(B, P)
     bodies = (
         Body("short_bar", 2.9, (L1 / 2, 0.0, 0.0), (0.0, 0.1208, 0.1208), _in_plane(A), rot_z(phi1)),
@@ -218,14 +228,18 @@ def two_bar() -> Model:
         ),
         static_inputs=None,
         train=(
-            Waveform(((3.6, 1.2), (-2.1, 1.9), (-1.5, 2.7))),
-            Waveform(((-3.0, 1.4), (1.8, 2.2), (1.2, 3.1))),
+            Waveform(((2.88, 1.2), (-1.68, 1.9), (-1.2, 2.7))),
+            Waveform(((-2.4, 0.6), (1.44, 2.2), (0.96, 3.1))),
         ),
         shape=(
-            Waveform(((1.8, 1.1), (1.8, 1.6), (-1.8, 2.3), (-1.8, 3.3))),
-            Waveform(((-1.8, 1.3), (1.35, 1.8), (1.35, 2.5), (-0.9, 3.4))),
+            Waveform(((1.44, 1.1), (1.44, 1.6), (-1.44, 2.3), (-1.44, 3.3))),
+            Waveform(((-1.44, 0.5), (1.08, 1.8), (1.08, 2.5), (-0.72, 3.4))),
         ),
         coordinates=coordinates,
+        springs=(
+            Spring("support_A", "ground", tuple(_in_plane(A) - below), "short_bar", (0.0, 0.0, 0.0), 110.0, 2.6, 1.0),
+            Spring("support_B", "ground", tuple(_in_plane(B) - below), "long_bar", (0.0, 0.0, 0.0), 55.0, 1.3, 1.0),
+        ),
     )
 
 
@@ -250,12 +264,16 @@ def macpherson() -> Model:
     at I (y along the rod), dampers at L and T (z along the strut), knuckle at B (vehicle
     axes; its principal axes follow the strut, so its inertia is a full 3x3), spindle at its
     hub face H = W - (0, 0.03, 0) (y = spin axis; COM and force point at W, 0.03 m out).
-    Input ``Fz``: vertical force at the wheel centre W, a constant support force (solved by
-    the engine: 100.33 N holds the reference configuration in static equilibrium, since there
-    is no spring) plus an excitation.  Without a spring the wheel's vertical motion is close
-    to a free mass: the remaining geometric stiffness is small but positive (a 0.25 Hz mode),
-    and the zero-sum cosine excitations do not drift.  Excitations: ``train`` three tones
-    (1.1, 1.7, 2.6 Hz); ``low`` 0.5x; ``shape`` four tones of smaller reach; ``high`` 1.7x.
+    Spring ``strut``: the strut's coil spring and damper, one spring-damper along the strut
+    axis between the upper damper's frame origin (T) and the lower damper's (L), at rest length
+    |T - L| in the reference configuration.  Input ``Fz``: vertical force at the wheel centre
+    W, a constant support force (solved by the engine: 100.33 N holds the reference
+    configuration in static equilibrium, the spring carrying nothing there) plus an
+    excitation.  Without the strut the wheel's vertical motion would be close to a free mass
+    (only a small geometric stiffness, a 0.25 Hz mode, on which any small model error
+    drifts); with it (1400 N/m, 40 N s/m) the wheel mode is 1.82 Hz with a damping ratio of
+    16 %.  Excitations: ``train`` three tones (0.7, 1.1, 2.6 Hz, none on the mode); ``low``
+    0.5x; ``shape`` four tones of smaller reach; ``high`` 1.7x.
     """
     F, R = np.array([0.15, 0.30, 0.20]), np.array([-0.20, 0.30, 0.20])
     B, L, T = np.array([0.0, 0.72, 0.15]), np.array([0.0, 0.70, 0.38]), np.array([-0.03, 0.62, 0.88])
@@ -297,9 +315,11 @@ def macpherson() -> Model:
         joints=joints,
         inputs=(Input("Fz", "force", "spindle", (0.0, 0.0, 1.0), tuple(hub)),),
         static_inputs=None,
-        train=(Waveform(((12.0, 1.1), (-7.0, 1.7), (-5.0, 2.6))),),
-        shape=(Waveform(((6.5, 1.0), (5.2, 1.5), (-6.5, 2.2), (-5.2, 3.0))),),
+        train=(Waveform(((27.0, 1.1), (-16.0, 0.7), (-11.0, 2.6))),),
+        shape=(Waveform(((10.5, 1.0), (8.4, 1.5), (-10.5, 2.2), (-8.4, 3.0))),),
         coordinates=lambda origin, rotation: {"wheel_z": origin[:, 5, 2] + rotation[:, 5, 2] @ hub},
+        springs=(Spring("strut", "upper_damper", (0.0, 0.0, 0.0), "lower_damper", (0.0, 0.0, 0.0), 1400.0, 40.0,
+                        float(np.linalg.norm(T - L))),),
     )
 
 

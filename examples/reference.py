@@ -6,7 +6,7 @@ Public API
     the mechanism names and the four excitation cases (train, low, shape, high).
 ``mechanism_dict(name)``, ``mechanism_toml(name)``
     the mechanism description (bodies: mass, COM and inertia about the COM in the body
-    frame; inputs) as a dict and as the text of ``mechanism.toml``.
+    frame; inputs; springs) as a dict and as the text of ``mechanism.toml``.
 ``simulate(name, excitation, ...)``
     one run, 10 s at 1 ms output by default, with the engine's own poses, velocities,
     angular velocities, input values and kinetic energy, plus checks.
@@ -30,12 +30,14 @@ What the run arrays are
   computed from the exported arrays and the mechanism's inertial data (``w_b = R^T omega``).
 * ``joint_error``: the largest constraint violation over the run, recomputed from the
   exported poses and the joint definitions (m for positions, rad for directions).
-* ``energy_balance``: kinetic + potential energy minus the work of the inputs (power
-  integrated over the output grid with the cumulative Simpson rule), and its drift.
+* ``energy_balance``: kinetic + potential energy (gravity and springs) minus the work of the
+  inputs plus the energy the dampers dissipated (powers integrated over the output grid with
+  the cumulative Simpson rule), and its drift.
 
 Every run starts at rest in static equilibrium: the hanging pendulums (four-bar, slider-
 crank) at zero input, the weight-carrying mechanisms (two-bar, MacPherson) with constant
-support inputs that the engine solves for.  Runs are deterministic (identical bits).
+support inputs that the engine solves for (their springs are at rest length there).  Runs
+are deterministic (identical bits).
 """
 
 from __future__ import annotations
@@ -83,9 +85,9 @@ def degrees_of_freedom(name: str) -> dict:
     return _exudyn.degrees_of_freedom(model(name))
 
 
-def mechanism_dict(name: str) -> dict:
-    """The mechanism description in the mc2fmu mechanism-file schema."""
-    m = _builder(name)()
+def mechanism_dict(name: str | Model) -> dict:
+    """The mechanism description in the mc2fmu mechanism-file schema (of a bundled name or a Model)."""
+    m = _builder(name)() if isinstance(name, str) else name
     bodies = [
         {
             "name": b.name,
@@ -101,7 +103,22 @@ def mechanism_dict(name: str) -> dict:
         if inp.kind == "force":
             entry["point"] = [float(c) for c in inp.point]
         inputs.append(entry)
-    return {"name": m.name, "gravity": [float(g) for g in m.gravity], "bodies": bodies, "inputs": inputs}
+    data = {"name": m.name, "gravity": [float(g) for g in m.gravity], "bodies": bodies, "inputs": inputs}
+    if m.springs:
+        data["springs"] = [
+            {
+                "name": s.name,
+                "body_a": s.body_a,
+                "point_a": [float(c) for c in s.point_a],
+                "body_b": s.body_b,
+                "point_b": [float(c) for c in s.point_b],
+                "stiffness": float(s.stiffness),
+                "damping": float(s.damping),
+                "length": float(s.length),
+            }
+            for s in m.springs
+        ]
+    return data
 
 
 def mechanism_toml(name: str) -> str:
@@ -118,7 +135,7 @@ def mechanism_toml(name: str) -> str:
 # ---------------------------------------------------------------------------- simulation
 
 
-def simulate(name: str, excitation: str, t_end: float = 10.0, output_step: float = 1e-3, step: float = 1e-4) -> dict:
+def simulate(name: str | Model, excitation: str, t_end: float = 10.0, output_step: float = 1e-3, step: float = 1e-4) -> dict:
     """Simulate one mechanism under one excitation with Exudyn (see the module docstring).
 
     Returns a dict: ``t`` (n,), ``body_names``, ``origin`` (n, n_b, 3), ``rotation``
@@ -127,7 +144,8 @@ def simulate(name: str, excitation: str, t_end: float = 10.0, output_step: float
     joint), ``energy_balance`` (dict), ``coordinates`` (main coordinates, for range checks)
     and ``info`` (wall time, DOF count, static inputs and the consistency checks).
     """
-    m = model(name)
+    m = model(name) if isinstance(name, str) else name  # a Model: variants in tests (static inputs given)
+    name = m.name
     if excitation not in EXCITATIONS:
         raise ValueError(f"unknown excitation '{excitation}'; use one of {', '.join(EXCITATIONS)}")
     ratio = output_step / step
@@ -174,7 +192,7 @@ def simulate(name: str, excitation: str, t_end: float = 10.0, output_step: float
         "kinetic_energy_check": kinetic_energy_check(m, run),
         "orthogonality": float(np.max(np.abs(np.einsum("tbji,tbjk->tbik", rotation, rotation) - np.eye(3)))),
         "static_inputs": list(m.static_inputs),
-        "dof": degrees_of_freedom(name),
+        "dof": degrees_of_freedom(name) if name in BUILDERS and m is model(name) else _exudyn.degrees_of_freedom(m),
     }
     return run
 
@@ -246,39 +264,72 @@ def joint_errors(m: Model, origin: np.ndarray, rotation: np.ndarray) -> dict[str
     return errors
 
 
-def energy_balance(m: Model, run: dict) -> dict:
-    """Kinetic + potential energy minus the inputs' work, over the run.
+def _point_motion(m: Model, run: dict, body: str, point) -> tuple[np.ndarray, np.ndarray]:
+    """Global position and velocity (n, 3) of a body-frame point (a global point on the ground)."""
+    point = np.asarray(point, dtype=float)
+    n = len(run["t"])
+    if body == "ground":
+        return np.broadcast_to(point, (n, 3)), np.zeros((n, 3))
+    k = [b.name for b in m.bodies].index(body)
+    rotation = run["rotation"][:, k]
+    arm = np.einsum("tij,j->ti", rotation, point - np.asarray(m.bodies[k].com))
+    return run["origin"][:, k] + rotation @ point, run["velocity_com"][:, k] + np.cross(run["omega"][:, k], arm)
 
-    The inputs' power is ``u d . v_point`` for a force (``v_point`` from the COM velocity and
-    the angular velocity) and ``u d . omega`` for a torque; its work is integrated over the
-    output grid (cumulative Simpson).  ``drift`` is the largest deviation of the balance from
-    its start; it is given relative to the peak kinetic energy and to the largest energy
-    exchanged (peak of |kinetic|, |potential - start|, |work|).
+
+def spring_states(m: Model, run: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Length ``l`` and its rate ``ldot`` (n, n_springs) of every spring, from a run's poses and velocities."""
+    n = len(run["t"])
+    length, rate = np.empty((n, len(m.springs))), np.empty((n, len(m.springs)))
+    for i, s in enumerate(m.springs):
+        (pa, va), (pb, vb) = _point_motion(m, run, s.body_a, s.point_a), _point_motion(m, run, s.body_b, s.point_b)
+        d = pa - pb
+        length[:, i] = np.linalg.norm(d, axis=1)
+        rate[:, i] = np.einsum("ti,ti->t", d, va - vb) / length[:, i]
+    return length, rate
+
+
+def energy_balance(m: Model, run: dict) -> dict:
+    """Kinetic + potential energy minus the inputs' work plus the dampers' dissipation, over the run.
+
+    The potential energy is gravity's plus the springs' ``0.5 k (l - length)^2``.  The inputs'
+    power is ``u d . v_point`` for a force (``v_point`` from the COM velocity and the angular
+    velocity) and ``u d . omega`` for a torque; the dampers dissipate ``c ldot^2``; both are
+    integrated over the output grid (cumulative Simpson).  Spring lengths and rates come from
+    the exported poses and velocities (:func:`spring_states`).  ``drift`` is the largest
+    deviation of the balance from its start; it is given relative to the peak kinetic energy
+    and to the largest energy exchanged (peak of |kinetic|, |potential - start|, |work|,
+    dissipated).
     """
     origin, rotation, t = run["origin"], run["rotation"], run["t"]
     com = _com_global(m, origin, rotation)
     mass = np.array([b.mass for b in m.bodies])
     potential = -np.einsum("b,tbi,i->t", mass, com, np.asarray(m.gravity, dtype=float))
-    index = {b.name: k for k, b in enumerate(m.bodies)}
     power = np.zeros_like(t)
     for i, inp in enumerate(m.inputs):
-        k = index[inp.body]
         d = np.asarray(inp.direction, dtype=float)
         if inp.kind == "torque":
-            v = run["omega"][:, k]
+            v = run["omega"][:, [b.name for b in m.bodies].index(inp.body)]
         else:
-            arm = np.einsum("tij,j->ti", rotation[:, k], np.asarray(inp.point) - np.asarray(m.bodies[k].com))
-            v = run["velocity_com"][:, k] + np.cross(run["omega"][:, k], arm)
+            v = _point_motion(m, run, inp.body, inp.point)[1]
         power += run["u"][:, i] * (v @ d)
     work = cumulative_simpson(power, x=t, initial=0.0)
+    dissipated = np.zeros_like(t)
+    if m.springs:
+        length, rate = spring_states(m, run)
+        k, c, rest = (np.array([getattr(s, a) for s in m.springs]) for a in ("stiffness", "damping", "length"))
+        potential = potential + 0.5 * (k * (length - rest) ** 2).sum(axis=1)
+        dissipated = cumulative_simpson((c * rate**2).sum(axis=1), x=t, initial=0.0)
     kinetic = run["kinetic_energy"]
-    balance = kinetic + potential - work
+    balance = kinetic + potential - work + dissipated
     drift = float(np.max(np.abs(balance - balance[0])))
-    exchanged = max(np.max(np.abs(kinetic)), np.max(np.abs(potential - potential[0])), np.max(np.abs(work)))
+    exchanged = max(
+        np.max(np.abs(kinetic)), np.max(np.abs(potential - potential[0])), np.max(np.abs(work)), np.max(dissipated)
+    )
     return {
         "kinetic": kinetic,
         "potential": potential,
         "work": work,
+        "dissipated": dissipated,
         "balance": balance,
         "drift": drift,
         "drift_relative_to_kinetic": drift / max(np.max(np.abs(kinetic)), 1e-300),

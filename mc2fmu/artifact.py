@@ -26,7 +26,7 @@ from .envelope import Envelope
 from .errors import ModelError
 from .mechanism import Mechanism, mechanism_from_dict
 from .model import Decoder, LinearEncoder, NeuralEncoder, ReducedModel, unwrap_angles
-from .natural import NCLayout, finite_difference_velocity
+from .natural import ForceModel, NCLayout, SpringModel, finite_difference_velocity
 from .poses import give_default_mode
 
 FORMAT = "mc2fmu-model"
@@ -134,8 +134,12 @@ def load_model(path: str | os.PathLike) -> ModelArtifact:
         encoder = LinearEncoder(z((m, n_x)), z(m))
     else:
         encoder = NeuralEncoder(n_x, m, arch["encoder_hidden"], arch["activation"], meta["angles"], z(n_x), z(n_x) + 1)
-    n_u = len(mechanism.inputs)
-    model = ReducedModel(decoder, encoder, z((n_x, n_x)), z(n_x), z((n_x, n_u)), z((n_u, n_x, n_x)), arch["step_map"])
+    n_u, n_s = len(mechanism.inputs), len(mechanism.springs)
+    springs = SpringModel(z((n_s, 3, n_x)), z((n_s, 3)), z(n_s), z(n_s), z(n_s))
+    model = ReducedModel(decoder, encoder, z((n_x, n_x)), ForceModel(z(n_x), z((n_x, n_u)), z((n_u, n_x, n_x)), springs),
+                         arch["step_map"])
+    if n_s == 0:  # models saved before springs existed have no spring buffers
+        state.update({b: getattr(model, b) for b in model.SPRING_BUFFERS if b not in state})
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:

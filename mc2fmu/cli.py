@@ -46,6 +46,15 @@ MECHANISM file (TOML; JSON with the same keys is also accepted):
   body = "crank"
   direction = [0, 0, 1]            # global frame, unit; the value is the magnitude
   # a force also needs  point = [x, y, z]  (application point, body frame, m)
+  [[springs]]                      # optional linear spring-dampers (part of the model)
+  name = "strut"
+  body_a = "upper_damper"          # a body or "ground"; point_a in its frame (global
+  point_a = [0.0, 0.0, 0.0]        # for the ground), m; the same for body_b/point_b
+  body_b = "lower_damper"
+  point_b = [0.0, 0.0, 0.0]
+  stiffness = 2000.0               # N/m; tension = stiffness (l - length) + damping ldot
+  damping = 50.0                   # N s/m (default 0)
+  length = 0.40                    # rest length, m
 
 RUN files (.csv, .csv.gz or .npz with the same column names), one per simulation:
 
@@ -59,9 +68,9 @@ Other columns are ignored with a warning.  Quaternions must be unit to 1e-6 and
 matrices orthogonal to 1e-6 (max |R^T R - I|); both are then made exact.
 
 OUTPUT (.npz): t, x (natural coordinates: per body its COM r0 and r1..r3 =
-r0 + L R e_k), xd, M (constant mass matrix), f (generalized force incl. gravity),
-u, f_g/f_B/f_C (f = f_g + f_B u + sum_i u_i f_C[i] x), run_offsets, dt, rigidity
-and meta (JSON: mechanism, coordinate names, point layout, runs).  Written only if
+r0 + L R e_k), xd, M (constant mass matrix), f (generalized force incl. gravity
+and springs), u, f_g/f_B/f_C (f = f_g + f_B u + sum_i u_i f_C[i] x + f_spring(x, xd),
+springs rebuilt from the mechanism), run_offsets, dt, rigidity and meta (JSON: mechanism, coordinate names, point layout, runs).  Written only if
 every input is valid.
 
 example:

@@ -10,11 +10,12 @@ key                     shape                  meaning
 ``x``                   (n_t, n_n)             natural coordinates, m (layout in ``meta``)
 ``xd``                  (n_t, n_n)             velocity, second-order finite differences, m/s
 ``M``                   (n_n, n_n)             constant NC mass matrix, kg
-``f``                   (n_t, n_n)             generalized external force incl. gravity, N
+``f``                   (n_t, n_n)             generalized force incl. gravity and springs, N
 ``u``                   (n_t, n_u)             input values (mechanism order)
 ``f_g``                 (n_n,)                 gravity part of ``f``
 ``f_B``                 (n_n, n_u)             ``f = f_g + f_B u + sum_i u_i f_C[i] x``
-``f_C``                 (n_u, n_n, n_n)        state-linear part (torques)
+``f_C``                 (n_u, n_n, n_n)        state-linear part (torques); springs (rebuilt
+                                               from the mechanism) add ``f_spring(x, xd)``
 ``run_offsets``         (n_runs + 1,)          first row of each run, then n_t
 ``dt``                  (n_runs,)              sample step of each run, s
 ``rigidity``            (n_runs,)              max rigidity residual of each run, m
@@ -44,6 +45,7 @@ from .natural import (
     finite_difference_velocity,
     force_model,
     mass_matrix,
+    spring_model,
     nc_from_poses,
     rigidity_residual,
 )
@@ -107,7 +109,7 @@ class Dataset:
             "coordinates": self.coordinate_names,
             "inputs": self.mechanism.input_names,
             "layout": self.layout.to_dict(),
-            "force_model": "f(x, u) = f_g + f_B @ u + sum_i u[i] * (f_C[i] @ x)",
+            "force_model": "f(x, xd, u) = f_g + f_B @ u + sum_i u[i] * (f_C[i] @ x) + f_spring(x, xd)",
             "runs": [
                 {
                     "name": name,
@@ -150,9 +152,10 @@ def build_dataset(mechanism: Mechanism, runs: Sequence[PoseRun]) -> Dataset:
     xs, xds, fs, rig = [], [], [], []
     for r in runs:
         x = nc_from_poses(layout, r.origin, r.rotation)
+        xd = finite_difference_velocity(x, r.dt)
         xs.append(x)
-        xds.append(finite_difference_velocity(x, r.dt))
-        fs.append(forces(x, r.u))
+        xds.append(xd)
+        fs.append(forces(x, r.u, xd))
         rig.append(float(rigidity_residual(layout, x).max()))
     dts = np.array([r.dt for r in runs])
     if np.ptp(dts) > 1e-9 * dts.max():
@@ -226,7 +229,7 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
     return Dataset(
         mechanism=replace(mechanism, source=meta.get("mechanism_source", "")),
         layout=layout, M=arrays["M"],
-        forces=ForceModel(arrays["f_g"], arrays["f_B"], arrays["f_C"]),
+        forces=ForceModel(arrays["f_g"], arrays["f_B"], arrays["f_C"], spring_model(mechanism, layout)),
         t=arrays["t"], x=x, xd=arrays["xd"], f=arrays["f"], u=arrays["u"],
         run_offsets=arrays["run_offsets"].astype(np.int64), dt=arrays["dt"], rigidity=arrays["rigidity"],
         run_names=tuple(r["name"] for r in runs), run_sources=tuple(r.get("source", "") for r in runs),

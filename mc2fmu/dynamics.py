@@ -3,7 +3,11 @@
 ``x = h_d(q)``, ``J = dh_d/dq``, ``H = d2h_d/dq2``::
 
     M_m = J^T M J,   G_m[v, v] = J^T M (H : v v),   f_m = J^T f(h_d(q), u)
-    M_m qddot = f_m - G_m[qdot, qdot]
+    M_m qddot = f_m - G_m[qdot, qdot] + J^T f_spring(x, J qdot)
+
+Spring-dampers (``d = D x + e`` per spring, see :class:`mc2fmu.natural.SpringModel`) are
+evaluated exactly on the decoded ``x`` and ``xdot = J qdot``: the stiffness part depends on
+``q`` only, the damper on the velocity the step map uses (the same ``v`` as in ``G_m``).
 
 Training, simulation and the exported graphs all call these functions, so what is trained
 is what runs.  The small ``M_m`` solve is an unrolled Cholesky factorisation in plain ops
@@ -61,6 +65,17 @@ def cholesky_solve(A: Tensor, b: Tensor) -> Tensor:
 
 
 @dataclass
+class Springs:
+    """Spring-damper tensors (see :class:`mc2fmu.natural.SpringModel`); ``n_s`` may be 0."""
+
+    D: Tensor  # (n_s, 3, n)
+    e: Tensor  # (n_s, 3)
+    k: Tensor  # (n_s,)
+    c: Tensor  # (n_s,)
+    L0: Tensor  # (n_s,)
+
+
+@dataclass
 class ManifoldTerms:
     """Everything at one ``q`` that does not depend on the velocity."""
 
@@ -69,21 +84,41 @@ class ManifoldTerms:
     H: Tensor  # (B, n, m, m)
     MJ: Tensor  # (B, n, m) = M J
     Mm: Tensor  # (B, m, m)
-    fm: Tensor  # (B, m)
+    fm: Tensor  # (B, m), without the springs
+    springs: Springs | None = None
+    sd: Tensor | None = None  # (B, n_s, 3) spring vectors d = D x + e
+    sDJ: Tensor | None = None  # (B, n_s, 3, m) = D J, so ddot = D J v
 
 
-def manifold_terms(x: Tensor, J: Tensor, H: Tensor, M: Tensor, f: Tensor) -> ManifoldTerms:
+def manifold_terms(x: Tensor, J: Tensor, H: Tensor, M: Tensor, f: Tensor, springs: Springs | None = None) -> ManifoldTerms:
     MJ = torch.einsum("nk,bkm->bnm", M, J)
     Mm = torch.einsum("bnm,bnk->bmk", J, MJ)
     fm = torch.einsum("bnm,bn->bm", J, f)
-    return ManifoldTerms(x, J, H, MJ, Mm, fm)
+    if springs is None or springs.k.shape[0] == 0:
+        return ManifoldTerms(x, J, H, MJ, Mm, fm)
+    sd = torch.einsum("sin,bn->bsi", springs.D, x) + springs.e
+    sDJ = torch.einsum("sin,bnm->bsim", springs.D, J)
+    return ManifoldTerms(x, J, H, MJ, Mm, fm, springs, sd, sDJ)
+
+
+def spring_force(terms: ManifoldTerms, v: Tensor) -> Tensor:
+    """``J^T f_spring(x, J v)`` (B, m): each spring's tension along its line, projected."""
+    s = terms.springs
+    length = torch.sqrt((terms.sd * terms.sd).sum(-1))  # (B, n_s); plain ops export to ONNX
+    n = terms.sd / length.unsqueeze(-1)
+    ldot = torch.einsum("bsi,bsim,bm->bs", n, terms.sDJ, v)
+    tension = s.k * (length - s.L0) + s.c * ldot
+    return -torch.einsum("bsim,bsi->bm", terms.sDJ, n * tension.unsqueeze(-1))
 
 
 def acceleration(terms: ManifoldTerms, v: Tensor) -> Tensor:
-    """``qddot = M_m^{-1} (f_m - J^T M (H : v v))``."""
+    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v))``."""
     Hvv = torch.einsum("bnij,bi,bj->bn", terms.H, v, v)
     G = torch.einsum("bnm,bn->bm", terms.MJ, Hvv)
-    return cholesky_solve(terms.Mm, terms.fm - G)
+    rhs = terms.fm - G
+    if terms.springs is not None:
+        rhs = rhs + spring_force(terms, v)
+    return cholesky_solve(terms.Mm, rhs)
 
 
 @dataclass(frozen=True)

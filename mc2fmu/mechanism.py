@@ -1,4 +1,4 @@
-"""The mechanism description: bodies (mass, COM, inertia), gravity and input channels.
+"""The mechanism description: bodies (mass, COM, inertia), gravity, input channels, springs.
 
 A public contract, read from TOML (or JSON with the same keys)::
 
@@ -18,6 +18,20 @@ A public contract, read from TOML (or JSON with the same keys)::
     body = "crank"
     direction = [0, 0, 1]                # global frame; the channel value is the magnitude
     # kind = "force" also needs: point = [x, y, z]  (application point in the body frame, m)
+
+    [[springs]]                          # linear spring-dampers between two points (optional)
+    name = "strut"
+    body_a = "upper_damper"              # a body, or "ground"
+    point_a = [0.0, 0.0, 0.0]            # in body_a's frame (global frame for "ground"), m
+    body_b = "lower_damper"              # a body, or "ground" (not the same as body_a)
+    point_b = [0.0, 0.0, 0.0]
+    stiffness = 2000.0                   # N/m, >= 0
+    damping = 50.0                       # N s/m, >= 0 (default 0)
+    length = 0.40                        # rest length, m, > 0
+
+    With ``d = p_a - p_b``, ``l = |d|``, ``n = d / l`` and ``ldot = n . (v_a - v_b)``, the
+    tension ``T = stiffness (l - length) + damping ldot`` pulls point a by ``-T n`` and point
+    b by ``+T n``.  Springs are part of the model (the FMU evaluates them), not inputs.
 
 :func:`load_mechanism` validates everything and raises one :class:`MechanismError`
 listing every problem, each naming the file, the item and the rule.
@@ -45,14 +59,16 @@ log = logging.getLogger(__name__)
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INPUT_KINDS = ("force", "torque")
+GROUND = "ground"
 #: relative slack on the inertia triangle inequality (J1 <= J2 + J3) and symmetry checks
 INERTIA_RTOL = 1e-9
 #: a direction whose length differs from 1 by more than this is normalised with a warning
 DIRECTION_TOL = 1e-9
 
-_TOP_KEYS = {"name", "gravity", "bodies", "inputs"}
+_TOP_KEYS = {"name", "gravity", "bodies", "inputs", "springs"}
 _BODY_KEYS = {"name", "mass", "com", "inertia"}
 _INPUT_KEYS = {"name", "kind", "body", "direction", "point"}
+_SPRING_KEYS = {"name", "body_a", "point_a", "body_b", "point_b", "stiffness", "damping", "length"}
 
 
 @dataclass(frozen=True)
@@ -82,12 +98,30 @@ class Input:
 
 
 @dataclass(frozen=True)
+class Spring:
+    name: str
+    body_a: str  # a body name or "ground"
+    point_a: np.ndarray = field(repr=False)  # (3,) body_a frame (global for the ground)
+    body_b: str
+    point_b: np.ndarray = field(repr=False)
+    stiffness: float = 0.0  # N/m
+    damping: float = 0.0  # N s/m
+    length: float = 1.0  # rest length, m
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "body_a": self.body_a, "point_a": self.point_a.tolist(), "body_b": self.body_b,
+                "point_b": self.point_b.tolist(), "stiffness": self.stiffness, "damping": self.damping,
+                "length": self.length}
+
+
+@dataclass(frozen=True)
 class Mechanism:
     name: str
     gravity: np.ndarray = field(repr=False)  # (3,)
     bodies: tuple[Body, ...]
     inputs: tuple[Input, ...]
     source: str = ""
+    springs: tuple[Spring, ...] = ()
 
     @property
     def body_names(self) -> list[str]:
@@ -102,12 +136,15 @@ class Mechanism:
 
     def to_dict(self) -> dict[str, Any]:
         """The description as plain JSON-able data; ``mechanism_from_dict`` reads it back."""
-        return {
+        d = {
             "name": self.name,
             "gravity": self.gravity.tolist(),
             "bodies": [b.to_dict() for b in self.bodies],
             "inputs": [u.to_dict() for u in self.inputs],
         }
+        if self.springs:
+            d["springs"] = [s.to_dict() for s in self.springs]
+        return d
 
 
 def mechanism_toml(data: dict[str, Any], header: Sequence[str] = ()) -> str:
@@ -120,7 +157,7 @@ def mechanism_toml(data: dict[str, Any], header: Sequence[str] = ()) -> str:
     if lines:
         lines.append("")
     lines += [f"name = {_toml_value(data['name'])}", f"gravity = {_toml_value(data.get('gravity', [0.0, 0.0, 0.0]))}"]
-    for table in ("bodies", "inputs"):
+    for table in ("bodies", "inputs", "springs"):
         for row in data.get(table, []):
             lines += ["", f"[[{table}]]"] + [f"{key} = {_toml_value(value)}" for key, value in row.items()]
     return "\n".join(lines) + "\n"
@@ -270,9 +307,61 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
                 and (kind == "torque" or point is not None):
             inputs.append(Input(iname, kind, body, direction, point))
 
+    springs = _springs(data.get("springs", []), body_names, bad)
     if problems:
         raise MechanismError(problems)
-    return Mechanism(str(name), gravity, tuple(bodies), tuple(inputs), source=source)
+    return Mechanism(str(name), gravity, tuple(bodies), tuple(inputs), source=source, springs=tuple(springs))
+
+
+def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
+    springs: list[Spring] = []
+    if not isinstance(raw, list):
+        bad("springs", "must be a list of [[springs]] tables")
+        return springs
+    seen: set[str] = set()
+    ends = sorted(str(b) for b in body_names) + [GROUND]
+    for i, rs in enumerate(raw):
+        item = f"springs[{i}]"
+        if not isinstance(rs, dict):
+            bad(item, f"must be a table with keys {', '.join(sorted(_SPRING_KEYS))}")
+            continue
+        sname = rs.get("name")
+        if isinstance(sname, str):
+            item = f"spring '{sname}'"
+        _unknown_keys(rs, _SPRING_KEYS, item, bad)
+        _check_name(sname, seen, "spring", item, bad)
+        ok = isinstance(sname, str)
+        points = {}
+        for end in ("a", "b"):
+            body = rs.get(f"body_{end}")
+            if body != GROUND and body not in body_names:
+                bad(item, f"body_{end} {body!r} is not a body of this mechanism nor \"{GROUND}\" ({', '.join(ends)})")
+                ok = False
+            if f"point_{end}" not in rs:
+                frame = "global frame" if body == GROUND else f"frame of body_{end}"
+                bad(item, f"point_{end} = [x, y, z] is missing: the attachment point in the {frame}, m")
+                ok = False
+            else:
+                points[end] = _vector(rs[f"point_{end}"], f"{item} point_{end}", bad)
+                ok = ok and points[end] is not None
+        if rs.get("body_a") == rs.get("body_b") and rs.get("body_a") is not None:
+            bad(item, f"body_a and body_b are both {rs.get('body_a')!r}; a spring connects two different bodies "
+                      f"(or a body and the ground)")
+            ok = False
+        values = {}
+        for key, unit, positive in (("stiffness", "N/m", False), ("damping", "N s/m", False), ("length", "m", True)):
+            v = rs.get(key, 0.0 if key == "damping" else None)
+            if v is None:
+                bad(item, f"{key} is missing ({unit})")
+                ok = False
+            elif not _is_number(v) or v < 0 or (positive and v == 0):
+                bad(item, f"{key} {v!r} must be a finite number {'> 0' if positive else '>= 0'} {unit}")
+                ok = False
+            else:
+                values[key] = float(v)
+        if ok:
+            springs.append(Spring(sname, rs["body_a"], points["a"], rs["body_b"], points["b"], **values))
+    return springs
 
 
 def _check_name(name: Any, seen: set[str], what: str, item: str, bad, reserved: dict[str, str] | None = None) -> None:

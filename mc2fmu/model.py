@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .dynamics import ManifoldTerms, StepMap, acceleration, get_step_map, manifold_terms
+from .dynamics import ManifoldTerms, Springs, StepMap, acceleration, get_step_map, manifold_terms
+from .natural import ForceModel, SpringModel
 from .network import MLP
 
 Tensor = torch.Tensor
@@ -137,20 +138,31 @@ class LinearEncoder(nn.Module):
 
 
 class ReducedModel(nn.Module):
-    """Decoder + encoder + the NC physics (``M``, ``f = f_g + f_B u + sum_i u_i f_C[i] x``)."""
+    """Decoder + encoder + the NC physics (``M`` and the force model, springs included)."""
 
-    def __init__(self, decoder: Decoder, encoder: nn.Module, M: np.ndarray, f_g: np.ndarray, f_B: np.ndarray,
-                 f_C: np.ndarray, step_map: str):
+    SPRING_BUFFERS = ("spring_D", "spring_e", "spring_k", "spring_c", "spring_L0")
+
+    def __init__(self, decoder: Decoder, encoder: nn.Module, M: np.ndarray, forces: ForceModel, step_map: str):
         super().__init__()
         self.decoder = decoder
         self.encoder = encoder
         self.register_buffer("M", _t(M))
-        self.register_buffer("f_g", _t(f_g))
-        self.register_buffer("f_B", _t(f_B))
-        self.register_buffer("f_C", _t(f_C))
+        self.register_buffer("f_g", _t(forces.f_g))
+        self.register_buffer("f_B", _t(forces.f_B))
+        self.register_buffer("f_C", _t(forces.f_C))
+        springs = forces.springs if forces.springs is not None else SpringModel.empty(len(forces.f_g))
+        for name, value in zip(self.SPRING_BUFFERS, (springs.D, springs.e, springs.k, springs.c, springs.L0)):
+            self.register_buffer(name, _t(value))
         self.step_map: StepMap = get_step_map(step_map)
 
+    @property
+    def springs(self) -> Springs | None:
+        if self.spring_k.shape[0] == 0:
+            return None
+        return Springs(self.spring_D, self.spring_e, self.spring_k, self.spring_c, self.spring_L0)
+
     def force(self, x: Tensor, u: Tensor) -> Tensor:
+        """The force without the springs (they need the velocity; see :func:`acceleration`)."""
         f = self.f_g + u @ self.f_B.T
         if self.f_C.shape[0]:
             f = f + torch.einsum("bi,ijk,bk->bj", u, self.f_C, x)
@@ -158,7 +170,7 @@ class ReducedModel(nn.Module):
 
     def terms(self, q: Tensor, u: Tensor) -> ManifoldTerms:
         x, J, H = self.decoder.value_jh(q)
-        return manifold_terms(x, J, H, self.M, self.force(x, u))
+        return manifold_terms(x, J, H, self.M, self.force(x, u), self.springs)
 
     def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
         return acceleration(self.terms(q, u), v)

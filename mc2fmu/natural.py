@@ -28,6 +28,11 @@ Generalized forces, all exact and written as ``f(x, u) = f_g + f_B u + sum_i u_i
 * gravity ``f_g = M g_hat`` (``g`` repeated on every point);
 * force ``u d`` (global direction ``d``) at body point ``xi``: ``f_j = c_j(xi) u d``;
 * torque ``u d``: ``f_k = (u d) x (rk - r0) / (2 L_b^2)``, ``f_0 = -sum_k f_k``.
+
+Springs (:class:`SpringModel`) are the one state- and velocity-dependent, nonlinear force:
+spring ``s`` spans ``d_s = D_s x + e_s`` (``D_s`` (3, n_n) the difference of its end points'
+affine weights, ``e_s`` the ground points), so with ``l = |d_s|``, ``n = d_s / l``,
+``ldot = n . D_s xdot`` and ``T = k (l - L0) + c ldot``: ``f_spring = -D_s^T n T``, exact.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .mechanism import Mechanism
+from .mechanism import GROUND, Mechanism
 
 log = logging.getLogger(__name__)
 
@@ -173,22 +178,83 @@ def affine_weights(bl: BodyLayout, point: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class SpringModel:
+    """Linear spring-dampers in NC: ``d = D x + e``, ``T = k (|d| - L0) + c ldot``, ``f = -D^T n T``.
+
+    ``D`` (n_s, 3, n_n), ``e`` (n_s, 3), ``k``, ``c``, ``L0`` (n_s,).
+    """
+
+    D: np.ndarray
+    e: np.ndarray
+    k: np.ndarray
+    c: np.ndarray
+    L0: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "SpringModel":
+        return cls(np.zeros((0, 3, n)), np.zeros((0, 3)), np.zeros(0), np.zeros(0), np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.k)
+
+    def lengths(self, x: np.ndarray) -> np.ndarray:
+        """Spring lengths (..., n_s)."""
+        return np.linalg.norm(np.einsum("sij,...j->...si", self.D, x) + self.e, axis=-1)
+
+    def energy(self, x: np.ndarray) -> np.ndarray:
+        """Potential energy stored in the springs (...)."""
+        return (0.5 * self.k * (self.lengths(x) - self.L0) ** 2).sum(-1)
+
+    def __call__(self, x: np.ndarray, xd: np.ndarray) -> np.ndarray:
+        d = np.einsum("sij,...j->...si", self.D, x) + self.e
+        l = np.linalg.norm(d, axis=-1)
+        n = d / l[..., None]
+        ldot = np.einsum("...si,sij,...j->...s", n, self.D, xd)
+        T = self.k * (l - self.L0) + self.c * ldot
+        return -np.einsum("sij,...si->...j", self.D, n * T[..., None])
+
+
+@dataclass(frozen=True)
 class ForceModel:
-    """Exact NC generalized force ``f(x, u) = f_g + f_B u + sum_i u_i f_C[i] x``.
+    """Exact NC generalized force ``f(x, xd, u) = f_g + f_B u + sum_i u_i f_C[i] x + f_spring(x, xd)``.
 
     ``f_g`` (n_n,) gravity, ``f_B`` (n_n, n_u) constant load maps (forces at body points),
-    ``f_C`` (n_u, n_n, n_n) state-linear maps (torques).  This form is what every later
-    stage (training, ONNX, generated C) evaluates.
+    ``f_C`` (n_u, n_n, n_n) state-linear maps (torques), ``springs`` the spring-dampers.
+    This form is what every later stage (training, ONNX, generated C) evaluates.
     """
 
     f_g: np.ndarray
     f_B: np.ndarray
     f_C: np.ndarray
+    springs: SpringModel | None = None
 
-    def __call__(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    def __call__(self, x: np.ndarray, u: np.ndarray, xd: np.ndarray | None = None) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
         u = np.asarray(u, dtype=np.float64)
-        return self.f_g + u @ self.f_B.T + np.einsum("...i,ijk,...k->...j", u, self.f_C, x)
+        f = self.f_g + u @ self.f_B.T + np.einsum("...i,ijk,...k->...j", u, self.f_C, x)
+        if self.springs is not None and len(self.springs):
+            if xd is None:
+                raise ValueError("this mechanism has springs: the force needs the velocity xd")
+            f = f + self.springs(x, np.asarray(xd, dtype=np.float64))
+        return f
+
+
+def spring_model(mechanism: Mechanism, layout: NCLayout) -> SpringModel:
+    n = layout.size
+    ns = len(mechanism.springs)
+    D, e = np.zeros((ns, 3, n)), np.zeros((ns, 3))
+    for s, spring in enumerate(mechanism.springs):
+        for sign, body, point in ((1.0, spring.body_a, spring.point_a), (-1.0, spring.body_b, spring.point_b)):
+            if body == GROUND:
+                e[s] += sign * point
+                continue
+            bl = layout.body(body)
+            for j, c in enumerate(affine_weights(bl, point)):
+                D[s, :, bl.offset + 3 * j : bl.offset + 3 * j + 3] += sign * c * np.eye(3)
+    k = np.array([sp.stiffness for sp in mechanism.springs])
+    c = np.array([sp.damping for sp in mechanism.springs])
+    L0 = np.array([sp.length for sp in mechanism.springs])
+    return SpringModel(D, e, k.reshape(ns), c.reshape(ns), L0.reshape(ns))
 
 
 def force_model(mechanism: Mechanism, layout: NCLayout, M: np.ndarray | None = None) -> ForceModel:
@@ -215,7 +281,7 @@ def force_model(mechanism: Mechanism, layout: NCLayout, M: np.ndarray | None = N
                 f_C[i, rk, r0] -= K
                 f_C[i, r0, rk] -= K
                 f_C[i, r0, r0] += K
-    return ForceModel(f_g, f_B, f_C)
+    return ForceModel(f_g, f_B, f_C, spring_model(mechanism, layout))
 
 
 def _skew(v: np.ndarray) -> np.ndarray:

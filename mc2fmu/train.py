@@ -251,7 +251,7 @@ def build_model(ds: Dataset, cfg: TrainConfig, angles: list[bool]) -> ReducedMod
         encoder = NeuralEncoder(ds.layout.size, cfg.dof, cfg.encoder_hidden, cfg.activation, angles, x_mean, x_scale)
         q_mean, q_scale = np.zeros(cfg.dof), np.ones(cfg.dof)
     decoder = Decoder(cfg.dof, ds.layout.size, cfg.decoder_hidden, cfg.activation, angles, q_mean, q_scale, x_mean, x_scale)
-    return ReducedModel(decoder, encoder, ds.M, ds.forces.f_g, ds.forces.f_B, ds.forces.f_C, cfg.step_map)
+    return ReducedModel(decoder, encoder, ds.M, ds.forces, cfg.step_map)
 
 
 @dataclass
@@ -434,7 +434,8 @@ class Checkpointer:
 
 def _data_hash(W: Windows, model: ReducedModel) -> str:
     h = hashlib.sha256()
-    for a in W.arrays() + [model.M.numpy(), model.f_g.numpy(), model.f_B.numpy(), model.f_C.numpy()]:
+    physics = [model.M, model.f_g, model.f_B, model.f_C] + [getattr(model, b) for b in model.SPRING_BUFFERS]
+    for a in W.arrays() + [t.numpy() for t in physics]:
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 

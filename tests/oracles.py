@@ -4,20 +4,52 @@ from __future__ import annotations
 
 import numpy as np
 
-from mc2fmu.natural import NCLayout, force_model, mass_matrix, nc_from_poses, nc_velocity
+from mc2fmu.mechanism import GROUND
+from mc2fmu.natural import ForceModel, NCLayout, SpringModel, force_model, mass_matrix, nc_from_poses, nc_velocity
+
+
+def point_motion(mech, body: str, point, rotation, origin, v_com, omega) -> tuple[np.ndarray, np.ndarray]:
+    """Global position and velocity of a body point (or a ground point) from the rigid-body motion."""
+    point = np.asarray(point, dtype=float)
+    if body == GROUND:
+        return np.broadcast_to(point, origin[:, 0].shape), np.zeros_like(origin[:, 0])
+    k = mech.body_index(body)
+    R = rotation[:, k]
+    return origin[:, k] + R @ point, v_com[:, k] + np.cross(omega[:, k], R @ (point - mech.bodies[k].com))
+
+
+def spring_states(mech, rotation, origin, v_com, omega) -> tuple[np.ndarray, np.ndarray]:
+    """Length and its rate (n, n_springs) of every spring, from point kinematics."""
+    cols = []
+    for sp in mech.springs:
+        pa, va = point_motion(mech, sp.body_a, sp.point_a, rotation, origin, v_com, omega)
+        pb, vb = point_motion(mech, sp.body_b, sp.point_b, rotation, origin, v_com, omega)
+        length = np.linalg.norm(pa - pb, axis=1)
+        cols.append((length, np.einsum("ni,ni->n", pa - pb, va - vb) / length))
+    n = len(origin)
+    return (np.stack([c[0] for c in cols], 1), np.stack([c[1] for c in cols], 1)) if cols else (np.zeros((n, 0)),) * 2
 
 
 def power_errors(mech, layout: NCLayout, rotation, origin, v_com, omega, u) -> dict[str, float]:
-    """For gravity and each input alone: max |f . xdot - physical power| / max |physical power|.
+    """For gravity, each input and each spring alone: max |f . xdot - physical power| / max |physical power|.
 
     The physical power is m g . v_com for gravity, (u d) . v_point for a force at a body
-    point and (u d) . omega for a torque, from the motion's own velocities.
+    point, (u d) . omega for a torque and -(k (l - L0) + c ldot) ldot for a spring-damper,
+    from the motion's own velocities.
     """
-    fm = force_model(mech, layout, mass_matrix(mech, layout))
+    full = force_model(mech, layout, mass_matrix(mech, layout))
+    fm = ForceModel(full.f_g, full.f_B, full.f_C)  # the loads without the springs
     x = nc_from_poses(layout, origin, rotation)
     xd = nc_velocity(layout, rotation, v_com, omega)
     n, n_u = len(x), len(mech.inputs)
     errors = {}
+    length, rate = spring_states(mech, rotation, origin, v_com, omega)
+    for s, sp in enumerate(mech.springs):
+        one = SpringModel(*(a[s : s + 1] for a in (full.springs.D, full.springs.e, full.springs.k, full.springs.c,
+                                                    full.springs.L0)))
+        p = np.einsum("ni,ni->n", one(x, xd), xd)
+        ref = -(sp.stiffness * (length[:, s] - sp.length) + sp.damping * rate[:, s]) * rate[:, s]
+        errors[sp.name] = _relative(p, ref)
     p = np.einsum("ni,ni->n", fm(x, np.zeros((n, n_u))), xd)
     ref = sum(b.mass * v_com[:, k] @ mech.gravity for k, b in enumerate(mech.bodies))
     errors["gravity"] = _relative(p, ref)

@@ -51,11 +51,11 @@ def test_kinetic_energy_with_engine_velocities(short_run):
 
 
 def test_virtual_power_of_every_load(short_run):
-    """f . xdot equals the physical power of gravity, each force and each torque, to 1e-9."""
+    """f . xdot equals the physical power of gravity, each force, each torque and each spring, to 1e-9."""
     name, mech, run = short_run
     errors = power_errors(mech, build_layout(mech), run["rotation"], run["origin"], run["velocity_com"],
                           run["omega"], run["u"])
-    assert set(errors) == {"gravity", *mech.input_names}
+    assert set(errors) == {"gravity", *mech.input_names, *(s.name for s in mech.springs)}
     for load, err in errors.items():
         assert err < 1e-9, (name, load, err)
 

@@ -49,10 +49,11 @@ def exported(reference_run, tmp_path_factory):
 
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name):
-    """rhs.onnx against M_m = J^T M J, G_m = J^T M (H:vv), f_m = J^T f assembled here in numpy
-    from decoder.onnx's x, J, H and the stored M and force model; decoder.onnx's J and H
-    against central differences of positions.onnx."""
+    """rhs.onnx against M_m = J^T M J, G_m = J^T M (H:vv), f_m = J^T f(x, J qd, u) assembled here
+    in numpy from decoder.onnx's x, J, H, the stored M and the mechanism's force model (springs
+    included); decoder.onnx's J and H against central differences of positions.onnx."""
     from mc2fmu.artifact import load_model
+    from mc2fmu.natural import force_model
     from mc2fmu.onnx_export import TOLERANCE, export_onnx, sample_points, session
 
     model_dir = exported(name)[0]
@@ -61,11 +62,12 @@ def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name
     assert max(errors.values()) <= TOLERANCE
     dec, pos, rhs = (session(tmp_path / f"{g}.onnx") for g in ("decoder", "positions", "rhs"))
     with np.load(Path(model_dir) / "weights.npz") as w:
-        M, f_g, f_B, f_C = w["M"], w["f_g"], w["f_B"], w["f_C"]
+        M = w["M"]
+    forces = force_model(art.mechanism, art.layout, M)
     for p in sample_points(art, 8, seed=3):
         x, J, H = (a[0] for a in dec.run(["x", "J", "H"], {"q": p["q"]}))
         u, v = p["u"][0], p["qd"][0]
-        f = f_g + f_B @ u + np.einsum("i,ijk,k->j", u, f_C, x)
+        f = forces(x, u, J @ v)
         Mm = J.T @ M @ J
         G = J.T @ M @ np.einsum("nij,i,j->n", H, v, v)
         expected = np.linalg.solve(Mm, J.T @ f - G)

@@ -213,6 +213,17 @@ def test_non_orthogonal_matrix_is_rejected(capsys, tmp_path, toy_mechanism):
     assert leftovers(tmp_path) == []
 
 
+SPRING = """
+[[springs]]
+name = "s"
+body_a = "ground"
+point_a = [0.0, 1.0, 0.0]
+body_b = "rod"
+point_b = [0.0, 0.0, 0.0]
+stiffness = 100.0
+length = 0.4
+"""
+
 MECHANISM_CASES = {
     "zero mass": (("mass = 2.0", "mass = 0.0"), ["body 'arm'", "mass 0.0 must be > 0"]),
     "negative mass": (("mass = 1.3", "mass = -1.3"), ["body 'rod'", "mass -1.3 must be > 0"]),
@@ -224,6 +235,14 @@ MECHANISM_CASES = {
     "force without point": (("point = [0.0, 0.0, 0.5]", ""), ["input 'F'", "needs point"]),
     "misspelt key": (("inertia = [0.01", "intertia = [0.01"), ["body 'arm'", "unknown key 'intertia'", "did you mean 'inertia'"]),
     "malformed TOML": (('name = "toy"', 'name = "toy'), ["malformed TOML", "line 1"]),
+    "spring to unknown body": (("point = [0.0, 0.0, 0.5]\n", "point = [0.0, 0.0, 0.5]\n" + SPRING.replace('"rod"', '"rood"')),
+                               ["spring 's'", "body_b 'rood' is not a body", '"ground"']),
+    "spring without length": (("point = [0.0, 0.0, 0.5]\n", "point = [0.0, 0.0, 0.5]\n" + SPRING.replace("length = 0.4\n", "")),
+                              ["spring 's'", "length is missing"]),
+    "negative stiffness": (("point = [0.0, 0.0, 0.5]\n", "point = [0.0, 0.0, 0.5]\n" + SPRING.replace("= 100.0", "= -100.0")),
+                           ["spring 's'", "stiffness -100.0 must be a finite number >= 0 N/m"]),
+    "spring on one body": (("point = [0.0, 0.0, 0.5]\n", "point = [0.0, 0.0, 0.5]\n" + SPRING.replace('"ground"', '"rod"')),
+                           ["spring 's'", "both 'rod'"]),
 }
 
 

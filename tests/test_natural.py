@@ -19,7 +19,7 @@ from mc2fmu.natural import (
 )
 
 from .conftest import analytic_motion
-from .oracles import power_errors
+from .oracles import power_errors, spring_states
 
 REL = 1e-9
 
@@ -136,3 +136,52 @@ def test_rigidity_and_pose_round_trip(toy_mechanism):
     x2 = x.copy()
     x2[:, 3] += 1e-3
     assert rigidity_residual(layout, x2)[:, 0].max() == pytest.approx(1e-3, rel=0.3)
+
+
+SPRINGS_TOML = """
+[[springs]]
+name = "link"
+body_a = "arm"
+point_a = [0.1, 0.2, 0.0]
+body_b = "rod"
+point_b = [0.0, 0.0, 0.3]
+stiffness = 50.0
+damping = 3.0
+length = 0.7
+
+[[springs]]
+name = "anchor"
+body_a = "ground"
+point_a = [0.5, 0.5, 0.5]
+body_b = "rod"
+point_b = [0.1, 0.0, 0.0]
+stiffness = 20.0
+length = 0.2
+"""
+
+
+def test_spring_force_power_and_energy(toy_mechanism):
+    """Spring-dampers in NC against point kinematics: lengths, f . xdot = -(k (l - L0) + c ldot) ldot,
+    and the stiffness part is minus the gradient of 0.5 k (l - L0)^2 (finite differences in x)."""
+    toy_mechanism.write_text(toy_mechanism.read_text() + SPRINGS_TOML)
+    mech = load_mechanism(toy_mechanism)
+    layout = build_layout(mech)
+    fm = force_model(mech, layout)
+    m = analytic_motion()
+    x = nc_from_poses(layout, m["origin"], m["rotation"])
+    xd = nc_velocity(layout, m["rotation"], m["v_com"], m["omega"])
+    length, ldot = spring_states(mech, m["rotation"], m["origin"], m["v_com"], m["omega"])
+    assert np.max(np.abs(fm.springs.lengths(x) - length)) < 1e-12
+    k, c, L0 = (np.array([getattr(sp, a) for sp in mech.springs]) for a in ("stiffness", "damping", "length"))
+    power = -((k * (length - L0) + c * ldot) * ldot).sum(1)
+    errors = power_errors(mech, layout, m["rotation"], m["origin"], m["v_com"], m["omega"], m["u"])
+    assert errors["link"] < REL and errors["anchor"] < REL, errors
+    f_spring = fm(x, m["u"], xd) - fm(x, m["u"], np.zeros_like(xd)) + fm.springs(x, np.zeros_like(xd))
+    assert np.max(np.abs(np.einsum("ni,ni->n", f_spring, xd) - power)) < REL * np.abs(power).max()
+    h = 1e-6
+    x0 = x[7]
+    grad = np.array([(fm.springs.energy(x0 + h * e) - fm.springs.energy(x0 - h * e)) / (2 * h) for e in np.eye(len(x0))])
+    stiff = fm.springs(x0, np.zeros_like(x0))
+    assert np.max(np.abs(stiff + grad)) < 1e-7 * np.abs(stiff).max()
+    with pytest.raises(ValueError, match="velocity"):
+        fm(x, m["u"])

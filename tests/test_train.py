@@ -13,6 +13,7 @@ import torch
 from mc2fmu.cli import main
 from mc2fmu.mechanism import load_mechanism
 from mc2fmu.metrics import position_nrmse
+from mc2fmu.natural import ForceModel
 from mc2fmu.poses import write_run
 
 from .conftest import analytic_motion
@@ -175,7 +176,7 @@ def _spinning_bar_autoencoder():
         enc.net.layers[0].weight.copy_(torch.as_tensor(Ai))
         enc.net.layers[0].bias.copy_(torch.as_tensor(-Ai @ c))
     z = np.zeros
-    model = ReducedModel(dec, enc, np.eye(2), z(2), z((2, 0)), z((0, 2, 2)), "centred")
+    model = ReducedModel(dec, enc, np.eye(2), ForceModel(z(2), z((2, 0)), z((0, 2, 2))), "centred")
     t = torch.linspace(0, 2, 41, dtype=torch.float64)
     q, qd, qdd = 0.3 + 2 * t + 1.5 * t**2, 2 + 3 * t, 3 + 0 * t  # through +-pi: the atan2 branch cut
     cs, sc = torch.stack([torch.cos(q), torch.sin(q)], 1), torch.stack([-torch.sin(q), torch.cos(q)], 1)
