@@ -8,7 +8,8 @@ other platforms compile the sources themselves.
 * ``sources/mc2fmu_model.h`` is rendered from ``templates/native/mc2fmu_model.h.in``: data
   only (sizes, the variable table of :func:`mc2fmu.fmu_description.fmu_variables`, weights
   as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
-  model as sparse rows, the body layout, the envelope);
+  model as sparse rows, the output layer and the springs folded into the last hidden layer,
+  the body layout, the envelope);
 * ``mc2fmu_native.h`` (dynamics and runtime) and ``mc2fmu_fmi2.c`` / ``mc2fmu_fmi3.c``
   (the FMI glue) are copied unchanged from ``templates/native/``.
 
@@ -176,13 +177,18 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     C_used = [int(np.any(f_C[k] != 0.0)) for k in range(n_u)]
     CT_h = [(SW.T @ f_C[k] @ SW).T for k in range(n_u)]  # transposed: C_i^T, row-major
     c_h = [SW.T @ (f_C[k] @ x0) for k in range(n_u)]
+    # spring s spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L, p_s = D_s (x_mean + S b_L) + e_s
+    D = state["spring_D"]
+    n_s = D.shape[0]
+    P_h = D @ SW
+    p_h = D @ x0 + state["spring_e"]
     env = artifact.envelope
     defines = {
         "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
         "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),
         "MC2FMU_INSTANTIATION_TOKEN": _c_string(token),
         "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
-        "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables),
+        "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[arch['activation']]} /* {arch['activation']} */",
         "MC2FMU_STEP_CENTRED": f"{int(arch['step_map'] == 'centred')} /* step map {arch['step_map']} */",
         "MC2FMU_DT": _c_double(artifact.dt),
@@ -221,6 +227,17 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
                comment="C_i^T = (W_L^T S f_C[i] S W_L)^T, row-major, one NH x NH block per input"),
         _array("double", "mc2fmu_c_h", [v for k in range(n_u) for v in c_h[k]],
                comment="c_i = W_L^T S f_C[i] (x_mean + S b_L), one NH block per input"),
+    ]
+    if n_s:
+        arrays += [
+            _array("double", "mc2fmu_P_h", P_h.ravel(), comment="springs (NS) folded like the output layer: "
+                   "d_s = P_s h + p_s, P_s = D_s S W_L (3 x NH, row-major)"),
+            _array("double", "mc2fmu_p_h", p_h.ravel(), per_line=3, comment="p_s = D_s (x_mean + S b_L) + e_s"),
+            _array("double", "mc2fmu_spring_k", state["spring_k"], comment="stiffness k_s, N/m"),
+            _array("double", "mc2fmu_spring_c", state["spring_c"], comment="damping c_s, N s/m"),
+            _array("double", "mc2fmu_spring_L0", state["spring_L0"], comment="rest length L0_s, m"),
+        ]
+    arrays += [
         _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),
         _array("double", "mc2fmu_body_length", [b.length for b in bodies]),
         _array("double", "mc2fmu_body_com", [c for b in bodies for c in b.com], per_line=3),
@@ -274,10 +291,12 @@ def compile_library(source: Path, out: Path, *, extra: list[str] | None = None) 
 
 def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_version: int = 2) -> dict[str, float]:
     """Compile the sources with ``-DMC2FMU_SELFTEST`` and compare the C dynamics with torch
-    (decoder value/J/H, rhs, step map) and the C poses with numpy's SVD at points spread over
-    the training envelope; returns the largest relative difference of each."""
+    (decoder value/J/H, rhs, step map; with springs also their part of the rhs alone) and the
+    C poses with numpy's SVD at points spread over the training envelope; returns the largest
+    relative difference of each."""
     import torch
 
+    from .dynamics import spring_force
     from .natural import poses_from_nc
     from .onnx_export import sample_points
 
@@ -290,6 +309,9 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
     n_b = len(artifact.layout.bodies)
     model = artifact.model
     worst = {"decoder": 0.0, "rhs": 0.0, "step": 0.0, "poses": 0.0}
+    springs = model.springs is not None
+    if springs:  # J^T f_spring(x, J qd) alone: a small spring force is checked on its own scale
+        worst["springs"] = 0.0
 
     def ptr(a):
         return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
@@ -305,8 +327,8 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
         q, qd, qp = (np.ascontiguousarray(p[k][0], dtype=np.float64) for k in ("q", "qd", "q_prev"))
         u = np.ascontiguousarray(p["u"][0] if n_u else np.zeros(1), dtype=np.float64)
         x, J, H, xv = np.zeros(n_x), np.zeros(n_x * m), np.zeros(n_x * m * m), np.zeros(n_x)
-        qdd, qn, pose = np.zeros(m), np.zeros(m), np.zeros(7 * n_b)
-        fn(ptr(q), ptr(qd), ptr(u), ptr(qp), ptr(x), ptr(J), ptr(H), ptr(xv), ptr(qdd), ptr(qn), ptr(pose))
+        qdd, qn, pose, fs = np.zeros(m), np.zeros(m), np.zeros(7 * n_b), np.zeros(m)
+        fn(ptr(q), ptr(qd), ptr(u), ptr(qp), ptr(x), ptr(J), ptr(H), ptr(xv), ptr(qdd), ptr(qn), ptr(pose), ptr(fs))
         with torch.no_grad():
             t = lambda a: torch.as_tensor(a[None], dtype=torch.float64)  # noqa: E731
             tu = t(p["u"][0]) if n_u else torch.zeros(1, 0, dtype=torch.float64)
@@ -314,6 +336,8 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
             rqdd = model.acceleration(t(q), t(qd), tu)[0].numpy()
             rqn = model.step(t(qp), t(q), tu, artifact.dt)[0].numpy()
             rxv = model.decoder(t(q))[0].numpy()
+            if springs:
+                worst["springs"] = max(worst["springs"], rel(fs, spring_force(model.terms(t(q), tu), t(qd))[0].numpy()))
         worst["decoder"] = max(worst["decoder"], rel(x, rx), rel(J, rJ.ravel()), rel(H, rH.ravel()), rel(xv, rxv))
         worst["rhs"] = max(worst["rhs"], rel(qdd, rqdd))
         worst["step"] = max(worst["step"], rel(qn, rqn))

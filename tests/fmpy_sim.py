@@ -7,6 +7,8 @@ prints a JSON result.
 * ``steps``: FMI 2 co-simulation with fmpy's low-level API, input row k set before step k,
   all outputs after it; stops at the first failing call and returns the rows so far with
   the FMU's messages (a briefly trained model may leave its range and fail).
+* ``derivatives``: FMI 2 model exchange, ``fmi2GetDerivatives`` at the given continuous
+  ``states`` with the inputs ``u`` (one row per state).
 * ``nan``: set a non-finite input on an FMI 3 co-simulation FMU; returns the statuses and the
   logged messages.
 """
@@ -68,6 +70,33 @@ def steps(req: dict) -> dict:
     return {"outputs": outputs, "y": rows, "failure": failure, "messages": messages}
 
 
+def derivatives(req: dict) -> dict:
+    import ctypes
+
+    from fmpy import extract, read_model_description
+    from fmpy.simulation import instantiate_fmu
+
+    md = read_model_description(req["fmu"])
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    n = md.numberOfContinuousStates
+    fmu = instantiate_fmu(extract(req["fmu"]), md, "ModelExchange")
+    fmu.setupExperiment(startTime=0.0)
+    fmu.setReal([vr[k] for k in req["start"]], list(req["start"].values()))
+    fmu.enterInitializationMode()
+    fmu.exitInitializationMode()
+    fmu.enterContinuousTimeMode()
+    rows = []
+    for x, u in zip(req["states"], req["u"]):
+        fmu.setReal([vr[k] for k in req["inputs"]], u)
+        fmu.setContinuousStates((ctypes.c_double * n)(*x), n)
+        dx = (ctypes.c_double * n)()
+        fmu.getDerivatives(dx, n)
+        rows.append(list(dx))
+    fmu.terminate()
+    fmu.freeInstance()
+    return {"dx": rows}
+
+
 def nan(req: dict) -> dict:
     from fmpy import extract, read_model_description
     from fmpy.fmi3 import FMU3Slave
@@ -99,4 +128,5 @@ def nan(req: dict) -> dict:
 
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
-    json.dump({"simulate": simulate, "steps": steps, "nan": nan}[request["kind"]](request), sys.stdout)
+    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "nan": nan}
+    json.dump(kinds[request["kind"]](request), sys.stdout)

@@ -285,6 +285,131 @@ def test_model_exchange_agrees_with_co_simulation_over_10_s_fully_trained(refere
     assert diff <= 1e-3, diff
 
 
+# ---------------------------------------------------------------------------- springs
+
+EXAMPLES = HERE.parent / "examples"
+SPRINGS = """
+[[springs]]
+name = "anchor"
+body_a = "ground"
+point_a = [0.25, 0.2, 0.0]
+body_b = "crank"
+point_b = [0.3, 0.0, 0.0]
+stiffness = 200.0
+damping = 8.0
+length = 0.45
+
+[[springs]]
+name = "strut"
+body_a = "crank"
+point_a = [0.15, 0.0, 0.0]
+body_b = "rocker"
+point_b = [0.1, 0.0, 0.0]
+stiffness = 150.0
+damping = 5.0
+length = 0.3
+"""
+
+
+@pytest.fixture(scope="module")
+def spring_four_bar(tmp_path_factory):
+    """four_bar plus a damped spring to the ground and one between the crank and the rocker,
+    neither at its rest length, trained briefly on the bundled training run (not a spring
+    simulation: parity needs no accurate model).  -> (model_dir, inputs, u, fmu) with
+    ``fmu(fmi, interface)`` -> (fmu_path, export summary), exported once."""
+    from mc2fmu.export import export_fmu
+    from mc2fmu.mechanism import load_mechanism
+    from mc2fmu.poses import read_run
+    from mc2fmu.train import TrainConfig, fit
+
+    root = tmp_path_factory.mktemp("native-springs")
+    mech = root / "mechanism.toml"
+    mech.write_text((EXAMPLES / "four_bar" / "mechanism.toml").read_text() + SPRINGS)
+    run = EXAMPLES / "four_bar" / "runs" / "train.csv.gz"
+    fit(mech, [run], TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=40), root / "model")
+    mechanism = load_mechanism(mech)
+    cache: dict[tuple, tuple] = {}
+
+    def fmu(fmi: int = 2, interface: str = "cs"):
+        if (fmi, interface) not in cache:
+            path = root / f"springs-fmi{fmi}-{interface}.fmu"
+            cache[fmi, interface] = (path, export_fmu(root / "model", path, "native", fmi, interface))
+        return cache[fmi, interface]
+
+    return root / "model", list(mechanism.input_names), np.atleast_2d(read_run(run, mechanism).u), fmu
+
+
+def _without_damping(model):
+    import copy
+
+    model = copy.deepcopy(model)
+    model.spring_c.zero_()
+    return model
+
+
+def test_spring_fmus_validate(spring_four_bar, native):
+    """fmpy validate on FMI 2 CS/ME and FMI 3 both; the springs are in the self-check and the
+    header; a model without springs has no spring data (and so no spring code compiled)."""
+    from fmpy.validation import validate_fmu
+
+    for fmi, interface in [(2, "cs"), (2, "me"), (3, "both")]:
+        fmu, summary = spring_four_bar[3](fmi, interface)
+        assert validate_fmu(str(fmu)) == [], (fmi, interface)
+        assert summary["compiler_warnings"] == []
+        assert summary["native_max_difference"]["springs"] <= 1e-12
+        assert max(summary["native_max_difference"].values()) <= 1e-12
+        with zipfile.ZipFile(fmu) as z:
+            header = z.read("sources/mc2fmu_model.h").decode()
+        assert "#define MC2FMU_NS 2" in header and "mc2fmu_P_h[" in header and "mc2fmu_spring_c[" in header
+    fmu, summary = native("four_bar")
+    with zipfile.ZipFile(fmu) as z:
+        header = z.read("sources/mc2fmu_model.h").decode()
+    assert "#define MC2FMU_NS 0" in header and "mc2fmu_P_h" not in header
+    assert "springs" not in summary["native_max_difference"]
+
+
+def test_spring_co_simulation_equals_the_python_backend(spring_four_bar, tmp_path):
+    """The springs in the C step map: the same outputs as the pythonfmu FMU (torch) over 3 s
+    of the run's inputs, positions to 1e-10 m.  The damper alone moves q by far more than
+    that, so a dropped spring or a damper on another velocity than each pass's fails here."""
+    from mc2fmu.artifact import load_model
+    from mc2fmu.simulate import initial_history, rollout
+
+    model_dir, inputs, u, fmu = spring_four_bar
+    _assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:3000], tmp_path, min_steps=2000)
+    art = load_model(model_dir)
+    start = start_values(model_dir)
+    q0, qd0 = np.array([start["q_start[1]"]]), np.array([start["qd_start[1]"]])
+    q = [rollout(model, initial_history(model, q0, qd0, u[0], art.dt), q0, u[:1000], art.dt)
+         for model in (art.model, _without_damping(art.model))]
+    assert np.abs(q[0] - q[1]).max() > 1e-6
+
+
+def test_spring_model_exchange_derivatives_equal_torch(spring_four_bar, tmp_path):
+    """fmi2GetDerivatives at states over the envelope (velocities up to 3x its bounds, so the
+    damper weighs in) against torch's acceleration, which includes J^T f_spring(x, J qd)."""
+    import torch
+
+    from mc2fmu.artifact import load_model
+    from mc2fmu.onnx_export import sample_points
+
+    model_dir, inputs, u, fmu = spring_four_bar
+    art = load_model(model_dir)
+    pts = sample_points(art, 20, seed=3)
+    q = np.concatenate([p["q"] for p in pts])
+    qd = np.concatenate([p["qd"] for p in pts]) * np.linspace(-3.0, 3.0, len(pts))[:, None]
+    uu = np.concatenate([p["u"] for p in pts])
+    res = run_json(FMPY_SIM, {"kind": "derivatives", "fmu": str(fmu(2, "me")[0]), "start": start_values(model_dir),
+                              "inputs": inputs, "states": np.hstack([q, qd]).tolist(), "u": uu.tolist()}, tmp_path)
+    dx = np.array(res["dx"])
+    with torch.no_grad():
+        ref, undamped = (m.acceleration(*(torch.as_tensor(a) for a in (q, qd, uu))).numpy()
+                         for m in (art.model, _without_damping(art.model)))
+    assert np.array_equal(dx[:, :1], qd)
+    assert np.all(np.abs(dx[:, 1:] - ref) <= 1e-12 * np.maximum(1.0, np.abs(ref)))
+    assert np.abs(ref - undamped).max() > 1e-3 * np.abs(ref).max()
+
+
 # ---------------------------------------------------------------------------- no Python: the C host
 
 

@@ -13,8 +13,10 @@
      propagated through the layers: a = W z + b, Ja = W Jz, Ha = W Hz; then
      Hz = s''(a) Ja Ja^T + s'(a) Ha, Jz = s'(a) Ja, z = s(a); output de-normalised;
    - M_m = J^T M J, G_m = J^T M (H : v v), f_m = J^T f, f = f_g + f_B u + sum_i u_i f_C[i] x,
-     with the decoder's output layer folded into M, f_g, f_B, f_C at export (exact algebra,
-     different rounding; see mc2fmu_terms): the step propagates the last hidden layer only;
+     plus the spring-dampers J^T f_spring(x, J v) with the velocity v of each acceleration,
+     with the decoder's output layer folded into M, f_g, f_B, f_C and the springs at export
+     (exact algebra, different rounding; see mc2fmu_terms): the step propagates the last
+     hidden layer only;
      the M_m solve by the same unrolled Cholesky factorisation;
    - the step maps `paper` and `centred`;
    - co-simulation on the fixed internal grid t_k = t0 + k dt with the quadratic
@@ -207,14 +209,21 @@ static void mc2fmu_decode(const double *q, double *x) {
    A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L,
    c_i = W_L^T S f_C[i] (x_mean + S b_L):
      M_m = Jh^T A Jh,  f_m = Jh^T (g + B u + sum_i u_i (C_i h + c_i)),  J^T M (H : v v) = (A Jh)^T (Hh : v v),
-   so a step never forms the NX-dimensional output; x (value only) is formed for the poses. */
+   so a step never forms the NX-dimensional output; x (value only) is formed for the poses.
+   Spring s (if MC2FMU_NS > 0) spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L and
+   p_s = D_s (x_mean + S b_L) + e_s; with l = |d_s|, n = d_s / l and sg_s = Jh^T P_s^T n:
+     ldot = sg_s . v,  T = k (l - L0) + c ldot,  J^T f_spring = -sum_s sg_s T. */
 
 typedef struct {
     double AJ[MC2FMU_NQ][MC2FMU_NH];            /* A Jh, by column of Jh */
     double Mm[MC2FMU_NQ2];                      /* Jh^T A Jh */
     double fm[MC2FMU_NQ];                       /* J^T f */
+#if MC2FMU_NS > 0
+    double sg[MC2FMU_NS][MC2FMU_NQ];            /* spring s: Jh^T P_s^T n_s, so ldot_s = sg_s . v */
+    double sk[MC2FMU_NS];                       /* spring s: k_s (l_s - L0_s), the elastic tension */
+#endif
     double x[MC2FMU_NX];                        /* the decoded point, if x_valid */
-    double q[MC2FMU_NQ];                        /* where h, Jh, Hh, AJ, Mm were evaluated */
+    double q[MC2FMU_NQ];                        /* where h, Jh, Hh, AJ, Mm (sg, sk) were evaluated */
     int valid;                                  /* ... if set */
     int x_valid;
     int zb;                                     /* h, Jh, Hh (packed rows) are in bufB if set, else bufA */
@@ -225,8 +234,34 @@ static mc2fmu_rows mc2fmu_terms_rows(mc2fmu_terms *T) {
     return T->zb ? T->bufB : T->bufA;
 }
 
-/* h, Jh, Hh, A Jh and M_m at q: the decoder's geometry, cached by the value of q (the output
-   poses at a grid point and the next step's terms share one decoder evaluation) */
+#if MC2FMU_NS > 0
+/* the springs' velocity-independent part at h, Jh (the packed rows Z): sg_s and k_s (l_s - L0_s) */
+static void mc2fmu_eval_springs(mc2fmu_rows Z, mc2fmu_terms *T) {
+    double d[3], w[MC2FMU_NH], l;
+    int s, i, n, j;
+    for (s = 0; s < MC2FMU_NS; s++) {
+        const double *MC2FMU_RESTRICT P = mc2fmu_P_h + (size_t)s * 3 * MC2FMU_NH;
+        for (i = 0; i < 3; i++) {
+            double acc = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) acc += P[i * MC2FMU_NH + n] * Z[0][n];
+            d[i] = acc + mc2fmu_p_h[3 * s + i];
+        }
+        l = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+        for (i = 0; i < 3; i++) d[i] /= l; /* now n */
+        for (n = 0; n < MC2FMU_NH; n++) w[n] = P[n] * d[0] + P[MC2FMU_NH + n] * d[1] + P[2 * MC2FMU_NH + n] * d[2];
+        for (j = 0; j < MC2FMU_NQ; j++) {
+            double acc = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) acc += Z[1 + j][n] * w[n];
+            T->sg[s][j] = acc;
+        }
+        T->sk[s] = mc2fmu_spring_k[s] * (l - mc2fmu_spring_L0[s]);
+    }
+}
+#endif
+
+/* h, Jh, Hh, A Jh and M_m (and the springs' geometry) at q: the decoder's geometry, cached by
+   the value of q (the output poses at a grid point and the next step's terms share one decoder
+   evaluation) */
 static void mc2fmu_eval_geometry(const double *q, mc2fmu_terms *T) {
     int n, m, j, k;
     mc2fmu_rows Z;
@@ -251,6 +286,9 @@ static void mc2fmu_eval_geometry(const double *q, mc2fmu_terms *T) {
             T->Mm[j * MC2FMU_NQ + k] = s;
             T->Mm[k * MC2FMU_NQ + j] = s;
         }
+#if MC2FMU_NS > 0
+    mc2fmu_eval_springs(Z, T);
+#endif
     memcpy(T->q, q, sizeof T->q);
     T->valid = 1;
     T->x_valid = 0;
@@ -326,7 +364,21 @@ static void mc2fmu_cholesky_solve(const double *A, const double *b, double *y) {
     }
 }
 
-/* qdd = M_m^-1 (f_m - J^T M (H : v v)), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
+#if MC2FMU_NS > 0
+/* fs = J^T f_spring(x, J v) = -sum_s sg_s (k_s (l_s - L0_s) + c_s sg_s . v) */
+static void mc2fmu_spring_force(const mc2fmu_terms *T, const double *v, double *fs) {
+    int s, j;
+    for (j = 0; j < MC2FMU_NQ; j++) fs[j] = 0.0;
+    for (s = 0; s < MC2FMU_NS; s++) {
+        double ldot = 0.0, tension;
+        for (j = 0; j < MC2FMU_NQ; j++) ldot += T->sg[s][j] * v[j];
+        tension = T->sk[s] + mc2fmu_spring_c[s] * ldot;
+        for (j = 0; j < MC2FMU_NQ; j++) fs[j] -= T->sg[s][j] * tension;
+    }
+}
+#endif
+
+/* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v)), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
 static void mc2fmu_acceleration(mc2fmu_terms *T, const double *v, double *a) {
     double vv[MC2FMU_NQ2], hv[MC2FMU_NH], rhs[MC2FMU_NQ];
     mc2fmu_rows Z = mc2fmu_terms_rows(T);
@@ -344,6 +396,13 @@ static void mc2fmu_acceleration(mc2fmu_terms *T, const double *v, double *a) {
         for (n = 0; n < MC2FMU_NH; n++) s += T->AJ[j][n] * hv[n];
         rhs[j] = T->fm[j] - s;
     }
+#if MC2FMU_NS > 0
+    {
+        double fs[MC2FMU_NQ];
+        mc2fmu_spring_force(T, v, fs);
+        for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += fs[j];
+    }
+#endif
     mc2fmu_cholesky_solve(T->Mm, rhs, a);
 }
 
@@ -837,12 +896,13 @@ static int mc2fmu_deserialize(mc2fmu_core *c, const unsigned char *in, size_t si
 }
 
 #ifdef MC2FMU_SELFTEST
-/* the export's self-check (never in an FMU binary): decoder, rhs and step map at one point */
+/* the export's self-check (never in an FMU binary): decoder, rhs (and its spring part J^T f_spring
+   at qd, NQ values, untouched without springs) and step map at one point */
 #if defined(__GNUC__)
 __attribute__((visibility("default")))
 #endif
 int mc2fmu_selftest(const double *q, const double *qd, const double *u, const double *q_prev, double *x, double *J,
-                    double *H, double *x_value, double *qdd, double *q_next, double *pose) {
+                    double *H, double *x_value, double *qdd, double *q_next, double *pose, double *spring) {
     static mc2fmu_terms T;
     static mc2fmu_layer_buf A, B;
     mc2fmu_rows Z;
@@ -858,6 +918,11 @@ int mc2fmu_selftest(const double *q, const double *qd, const double *u, const do
     T.valid = 0;
     mc2fmu_eval_terms(q, u, &T);
     mc2fmu_acceleration(&T, qd, qdd);
+#if MC2FMU_NS > 0
+    mc2fmu_spring_force(&T, qd, spring);
+#else
+    (void)spring;
+#endif
     mc2fmu_step_map(&T, q_prev, q, MC2FMU_DT, q_next);
     mc2fmu_decode(q, x_value);
     mc2fmu_poses(x_value, pose);
