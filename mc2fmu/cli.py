@@ -204,6 +204,9 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")
     p.add_argument("--samples", type=int, default=2000, help="time triplets (windows of K+2 samples with --rollout K) used for training (default 2000)")
     p.add_argument("--adam-epochs", type=int, default=300, help="Adam epochs before L-BFGS (default 300)")
+    p.add_argument("--warmup", default="rec", metavar="rec|none",
+                   help="rec (default): the Adam epochs fit the reconstruction alone, a kinematic start for the "
+                        "L-BFGS phase on the full loss; none: the full loss from the start")
     p.add_argument("--lbfgs-iters", type=int, default=2000, help="L-BFGS iterations (default 2000)")
     p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     p.add_argument("--loss", default="sim", metavar="sim|appendix",
@@ -225,7 +228,8 @@ def _train_config(args: argparse.Namespace):
     return TrainConfig(
         dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=hidden,
         encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
-        step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, lbfgs_iters=args.lbfgs_iters,
+        step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, warmup=args.warmup,
+        lbfgs_iters=args.lbfgs_iters,
         adam_lr=args.lr, loss=args.loss, dyn_weight=args.dyn_weight, vel_weight=args.vel_weight,
         acc_weight=args.acc_weight, rollout_steps=args.rollout, rollout_weight=args.rollout_weight, seed=args.seed,
     )

@@ -52,6 +52,11 @@ LOSSES = {
     "sim": "L_rec + dyn_weight L_dyn (one-step acceleration residual of the step map)",
     "appendix": "L_rec + vel_weight L_vel + acc_weight L_acc (paper appendix, eq. A.7)",
 }
+#: what the Adam phase fits before L-BFGS fits the full loss
+WARMUPS = {
+    "rec": "L_rec alone: a kinematic start (default)",
+    "none": "the full loss from the start",
+}
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class TrainConfig:
     step_map: str = "centred"
     samples: int = 2000  # windows used (subsampled evenly from all runs)
     adam_epochs: int = 300  # a short Adam phase finds the basin ...
+    warmup: str = "rec"  # "rec": the Adam phase fits L_rec alone (a kinematic start); "none": the full loss
     adam_lr: float = 3e-3
     lbfgs_iters: int = 2000  # ... L-BFGS does most of the accuracy work (METHOD.md section 3)
     loss: str = "sim"  # see LOSSES
@@ -86,6 +92,8 @@ class TrainConfig:
             problems.append(f"--dof {self.dof}: the number of minimal coordinates must be >= 1")
         if self.coords and len(self.coords) != self.dof:
             problems.append(f"--coords names {len(self.coords)} column(s) but --dof is {self.dof}; give one column per DOF")
+        if self.warmup not in WARMUPS:
+            problems.append(f"--warmup {self.warmup!r}: choose one of {', '.join(WARMUPS)}")
         if self.loss not in LOSSES:
             problems.append(f"--loss {self.loss!r}: choose one of {', '.join(LOSSES)}")
         if self.rollout_steps < 0:
@@ -291,18 +299,28 @@ class LossFunction:
             return q
         return torch.where(self.angle_mask, q_ref + wrap_to_pi(q - q_ref), q)
 
+    def _encode(self, W: Windows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        enc = self.model.encoder
+        q_prev, q, q_next = enc(W.x[:, 0]), enc(W.x[:, 1]), enc(W.x[:, 2])
+        return self._continuous(q, q_prev), q, self._continuous(q, q_next)
+
+    def _rec(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor, q_next: torch.Tensor) -> torch.Tensor:
+        dec = self.model.decoder
+        if isinstance(self.model.encoder, LinearEncoder):
+            return ((dec(q) - W.x[:, 1]) / self.x_scale).pow(2).mean()
+        xs = torch.cat([W.x[:, 0], W.x[:, 1], W.x[:, 2]])
+        return ((dec(torch.cat([q_prev, q, q_next])) - xs) / self.x_scale).pow(2).mean()
+
+    def rec(self, W: Windows) -> torch.Tensor:
+        """L_rec alone."""
+        return self._rec(W, *self._encode(W))
+
     def terms(self, W: Windows) -> dict[str, torch.Tensor]:
         m, dt = self.model, W.dt
         x_prev, x, x_next = W.x[:, 0], W.x[:, 1], W.x[:, 2]
-        q_prev, q, q_next = m.encoder(x_prev), m.encoder(x), m.encoder(x_next)
-        q_prev, q_next = self._continuous(q, q_prev), self._continuous(q, q_next)
+        q_prev, q, q_next = self._encode(W)
         dec = m.decoder
-        if isinstance(m.encoder, LinearEncoder):
-            rec = ((dec(q) - x) / self.x_scale).pow(2).mean()
-        else:
-            xs = torch.cat([x_prev, x, x_next])
-            rec = ((dec(torch.cat([q_prev, q, q_next])) - xs) / self.x_scale).pow(2).mean()
-        parts = {"rec": rec}
+        parts = {"rec": self._rec(W, q_prev, q, q_next)}
         if self.cfg.loss == "sim":
             v = m.step_map.training_velocity(q_prev, q, q_next, dt)
             q_hat = 2.0 * q - q_prev + dt * dt * acceleration(m.terms(q, W.u[:, 1]), v)
@@ -344,7 +362,11 @@ class LossFunction:
         k = torch.arange(1, K + 1, dtype=F64)
         return (err / (0.5 * k * (k + 1) * dt * dt)[None, :, None] / self.a_scale).pow(2).mean()
 
-    def __call__(self, W: Windows) -> tuple[torch.Tensor, dict]:
+    def __call__(self, W: Windows, kinematic_only: bool = False) -> tuple[torch.Tensor, dict]:
+        """``kinematic_only``: L_rec alone (the warm-up phase; the other terms are not computed)."""
+        if kinematic_only:
+            rec = self.rec(W)
+            return self.weights["rec"] * rec, {"rec": rec.item()}
         parts = self.terms(W)
         loss = sum(self.weights[k] * v for k, v in parts.items())
         return loss, {k: v.item() for k, v in parts.items()}
@@ -477,9 +499,14 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     # the whole run as a list of optimiser steps; a checkpoint names the next one to take
     steps = [("adam", ep) for ep in range(cfg.adam_epochs)] + [("lbfgs", it) for it in range(0, cfg.lbfgs_iters, LBFGS_CHUNK)]
 
+    # The Adam phase fits the kinematics alone (warm-up "rec"): with the dynamics term from the
+    # start, a stiff force (e.g. a spring on a decoded length) can pull an unformed decoder
+    # into a basin where L-BFGS no longer recovers the reconstruction.
+    warm = cfg.warmup == "rec"
+
     def record(stage: str, it: int, loss: float, parts: dict) -> None:
         with torch.no_grad():
-            vloss, _ = loss_fn(val_set)
+            vloss, _ = loss_fn(val_set, kinematic_only=warm and stage == "adam")
         v = float(vloss)
         if not math.isfinite(loss) or not math.isfinite(v):
             raise TrainingError(
@@ -554,7 +581,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
             stage, it = steps[step]
             if stage == "adam":
                 opt.zero_grad()
-                loss, parts = loss_fn(train_set)
+                loss, parts = loss_fn(train_set, kinematic_only=warm)
                 loss.backward()
                 opt.step()
                 sched.step()
@@ -564,6 +591,8 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
                 if lbfgs is None:  # from Adam's best weights
                     model.load_state_dict(best["state"])
                     lbfgs = new_lbfgs()
+                    if warm:  # the full loss from here on: the warm-up's best is not comparable
+                        best["val"] = math.inf
                 loss = lbfgs.step(closure)
                 record("lbfgs", min(it + LBFGS_CHUNK, cfg.lbfgs_iters), loss.item(), dict(lbfgs_parts))
     except KeyboardInterrupt:
