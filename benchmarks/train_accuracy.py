@@ -2,6 +2,7 @@
 
     python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
                                         [--loss sim|appendix] [--rollout K] [--rollout-weight W]
+                                        [--warmup rec|none]
 
 For each mechanism: train on the `train` run (`mc2fmu train` defaults), roll the model out
 on all four runs from their initial states, and print position NRMSE (%), max rotation
@@ -82,6 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--loss", default="sim", help="sim (default) or appendix (mc2fmu train --loss)")
     ap.add_argument("--rollout", type=int, default=0, metavar="K", help="rollout steps in the loss (mc2fmu train --rollout)")
     ap.add_argument("--rollout-weight", type=float, default=1.0)
+    ap.add_argument("--warmup", default="rec", help="rec (default) or none (mc2fmu train --warmup)")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     args = ap.parse_args(argv)
     rows = []
@@ -90,9 +92,11 @@ def main(argv=None) -> int:
         for mode in args.modes.split(","):
             coords = KNOWN[name] if mode == "known" else ()
             cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
-                              rollout_steps=args.rollout, rollout_weight=args.rollout_weight)
-            model_dir = Path(args.out) / (f"{name}-{mode}-w{args.dyn_weight:g}-{args.loss}"
-                                          f"-k{args.rollout}-rw{args.rollout_weight:g}")
+                              rollout_steps=args.rollout, rollout_weight=args.rollout_weight, warmup=args.warmup)
+            # the defaults' models are <name>-<mode>-w1, which fmu_accuracy.py and the tests read
+            variant = "" if (args.loss, args.rollout, args.rollout_weight, args.warmup) == ("sim", 0, 1.0, "rec") else \
+                f"-{args.loss}-k{args.rollout}-rw{args.rollout_weight:g}-{args.warmup}"
+            model_dir = Path(args.out) / f"{name}-{mode}-w{args.dyn_weight:g}{variant}"
             t0 = time.perf_counter()
             meta = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], cfg, model_dir)
             train_s = time.perf_counter() - t0

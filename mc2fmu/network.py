@@ -78,6 +78,12 @@ def get_activation(name: str) -> Activation:
         ) from None
 
 
+def _linear_dim1(W: Tensor, T: Tensor) -> Tensor:
+    """``W`` applied along dim 1 of ``T`` (B, i, ...), as one (B ..., i) x (i, o) product:
+    einsum lowers ``"oi,bim->bom"`` with few columns to a broadcast multiply, ~5x slower."""
+    return (torch.movedim(T, 1, -1) @ W.T).movedim(-1, 1)
+
+
 class MLP(nn.Module):
     """A plain MLP: hidden layers with a smooth activation, a linear output layer."""
 
@@ -101,9 +107,9 @@ class MLP(nn.Module):
         for k, layer in enumerate(self.layers):
             W = layer.weight
             z = layer(z)
-            Jz = torch.einsum("oi,bim->bom", W, Jz)
+            Jz = _linear_dim1(W, Jz)
             if Hz is not None:
-                Hz = torch.einsum("oi,bimn->bomn", W, Hz)
+                Hz = _linear_dim1(W, Hz)
             if k < len(self.layers) - 1:
                 d1 = self.act.d1(z)
                 if Hz is not None:
