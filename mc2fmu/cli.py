@@ -70,8 +70,9 @@ matrices orthogonal to 1e-6 (max |R^T R - I|); both are then made exact.
 OUTPUT (.npz): t, x (natural coordinates: per body its COM r0 and r1..r3 =
 r0 + L R e_k), xd, M (constant mass matrix), f (generalized force incl. gravity
 and springs), u, f_g/f_B/f_C (f = f_g + f_B u + sum_i u_i f_C[i] x + f_spring(x, xd),
-springs rebuilt from the mechanism), run_offsets, dt, rigidity and meta (JSON: mechanism, coordinate names, point layout, runs).  Written only if
-every input is valid.
+the springs rebuilt from the mechanism), run_offsets, dt, rigidity and meta
+(JSON: mechanism, coordinate names, point layout, runs).  Written only if every
+input is valid.
 
 example:
   mc2fmu ingest examples/four_bar/mechanism.toml examples/four_bar/runs/*.csv.gz -o four_bar.npz
@@ -353,8 +354,10 @@ Supported:
            describe them as [[inputs]] by hand.
   loops    connect/weld equalities are measured from the poses: MuJoCo's loops are
            SOFT and a violation above 1e-6 m is warned about (tighten solref/solimp).
-  warned   forces the mechanism cannot hold: joint damping, springs, friction loss,
-           armature, gravcomp, fluid, tendons, and contacts found in the motion.
+  springs  a spatial tendon of two sites with a linear spring/damper (one
+           springlength) becomes a [[springs]] entry; a world site is a ground point.
+  warned   forces the mechanism cannot hold: joint damping and stiffness, friction
+           loss, armature, gravcomp, fluid, other tendons, and contacts in the motion.
 
 Nothing is written unless every input is valid.
 

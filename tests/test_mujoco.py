@@ -216,6 +216,62 @@ def test_input_power_equals_actuator_power(pendulum):
         assert rel < 1e-9
 
 
+# ---------------------------------------------------------------------------- tendon springs
+
+
+def sprung_xml() -> str:
+    """The pendulum rig plus two spatial tendon springs: world (base) -> upper arm and upper
+    arm -> slider, and a tendon of three sites that cannot be converted."""
+    xml = PENDULUM_XML.format(extra="")
+    xml = xml.replace('<geom type="box" size=".05 .05 .05" mass="3"/>',
+                      '<geom type="box" size=".05 .05 .05" mass="3"/><site name="base_hook" pos="0.3 0.1 0.2"/>')
+    xml = xml.replace('<geom type="capsule" fromto="0 0 0 0.05 0 -0.3" size="0.02" mass="1.2"/>',
+                      '<geom type="capsule" fromto="0 0 0 0.05 0 -0.3" size="0.02" mass="1.2"/>'
+                      '<site name="arm_eye" pos="0.04 0.01 -0.25"/><site name="arm_mid" pos="0.02 0 -0.1"/>')
+    xml = xml.replace('<geom type="box" size="0.05 0.02 0.02" mass="0.7" euler="5 0 0"/>',
+                      '<geom type="box" size="0.05 0.02 0.02" mass="0.7" euler="5 0 0"/><site name="slider_eye" pos="0.05 0 0"/>')
+    return xml.replace("</mujoco>", """  <tendon>
+    <spatial name="hold spring" stiffness="30" damping="1.5" springlength="0.3"><site site="base_hook"/><site site="arm_eye"/></spatial>
+    <spatial name="link" stiffness="12" damping="0.4" springlength="0.25"><site site="arm_eye"/><site site="slider_eye"/></spatial>
+    <spatial name="bent" stiffness="5"><site site="base_hook"/><site site="arm_mid"/><site site="slider_eye"/></spatial>
+  </tendon>
+</mujoco>""")
+
+
+def test_tendon_springs_become_mechanism_springs(tmp_path, caplog):
+    """Two-site spatial tendon springs convert to [[springs]]: their lengths equal
+    data.ten_length and their NC power equals MuJoCo's tendon spring + damper power; a tendon
+    that is not a straight two-site spring is reported, not converted."""
+    xml = tmp_path / "sprung.xml"
+    xml.write_text(sprung_xml())
+    model = mujoco.MjModel.from_xml_path(str(xml))
+    rec = simulate(model, 1.0, _pendulum_ctrl)
+    with caplog.at_level(logging.WARNING, logger="mc2fmu"):
+        convert_mujoco(xml, [save_trajectory(tmp_path / "run.npz", rec)], tmp_path / "out")
+    mech = mechanism_from_dict(mechanism_from_mujoco(model))
+    assert [sp.name for sp in mech.springs] == ["hold_spring", "link"]
+    hold, link = mech.springs
+    assert (hold.body_a, hold.body_b, link.body_a, link.body_b) == ("ground", "upper_arm", "upper_arm", "slider")
+    assert (hold.stiffness, hold.damping, hold.length) == (30.0, 1.5, 0.3)
+    ds = ingest(tmp_path / "out" / "mechanism.toml", [tmp_path / "out" / "runs" / "run.csv.gz"])
+    assert len(ds.mechanism.springs) == 2
+    mj = mujoco_quantities(model, rec)
+    data = mujoco.MjData(model)
+    length, rate = np.empty((len(rec["time"]), 2)), np.empty((len(rec["time"]), 2))
+    for i in range(len(rec["time"])):
+        data.qpos[:], data.qvel[:] = rec["qpos"][i], rec["qvel"][i]
+        mujoco.mj_forward(model, data)
+        length[i], rate[i] = data.ten_length[:2], data.ten_velocity[:2]
+    assert np.abs(ds.forces.springs.lengths(ds.x) - length).max() < 1e-12
+    xd = nc_velocity(ds.layout, mj["xmat"], mj["v_com"], mj["omega"])
+    k, c, L0 = np.array([30.0, 12.0]), np.array([1.5, 0.4]), np.array([0.3, 0.25])
+    reference = (-(k * (length - L0) + c * rate) * rate).sum(1)  # MuJoCo's tendon force times its rate
+    power = np.einsum("nj,nj->n", ds.forces.springs(ds.x, xd), xd)
+    assert np.abs(reference).max() > 0.1
+    assert np.abs(power - reference).max() < 1e-9 * np.abs(reference).max()
+    assert any("'bent'" in r.getMessage() and "not part of the mechanism" in r.getMessage() for r in caplog.records)
+
+
 # ---------------------------------------------------------------------------- closed loops
 
 

@@ -44,9 +44,17 @@ orientation).  The ``eq_data`` layout, verified against ``data.efc_pos`` on 4.0.
 
 Other equality types (joint, tendon, distance, flex) are constraints too but are not checked.
 
+**Springs.** A spatial tendon of exactly two sites with a linear spring and/or damper
+(``stiffness``, ``damping``, one ``springlength``, no friction loss or armature) is exactly a
+mechanism ``[[springs]]`` entry: MuJoCo's tendon force ``-k (L - L0) - c Ldot`` along the
+straight line between the sites.  A site on a moving body keeps its ``site_pos`` (body frame);
+one on the world or a body welded to it becomes a ``"ground"`` point (its global position).
+Disabled springs/dampers (``<flag spring/damper="disable"/>``) convert to zero.
+
 **Not represented**, reported as warnings: passive joint forces (damping, stiffness, friction
 loss), joint armature (inertia that belongs to no body), gravity compensation, fluid forces,
-tendon springs/dampers, and contact forces (samples where ``mj_collision`` finds contacts).
+other tendon forces (fixed tendons, wrapping, more than two sites, a deadband, friction,
+armature), and contact forces (samples where ``mj_collision`` finds contacts).
 Joint limits act only when reached and are not checked.
 """
 
@@ -271,7 +279,8 @@ def describe_mujoco(model, source: str = "<MjModel>", name: str | None = None) -
     if int(model.opt.disableflags) & int(mj.mjtDisableBit.mjDSBL_GRAVITY):
         gravity = np.zeros(3)
         notes.append("gravity is disabled in the model (<flag gravity=\"disable\"/>): the mechanism's gravity is [0, 0, 0]")
-    notes += _unrepresented_forces(mj, model, ids)
+    springs, converted = _tendon_springs(mj, model, data0, name_of)
+    notes += _unrepresented_forces(mj, model, ids, converted)
     for note in notes:
         log.warning("%s: %s", source, note)
 
@@ -289,6 +298,8 @@ def describe_mujoco(model, source: str = "<MjModel>", name: str | None = None) -
             for c in inputs
         ],
     }
+    if springs:
+        mechanism["springs"] = springs
     renamed = {
         "bodies": {label.strip("'"): n for (b, raw), n, label in zip(raw_names, names, labels) if raw != n},
         "inputs": {c.actuator_label.strip("'"): c.name for c in inputs if c.actuator_label.strip("'") != c.name},
@@ -394,8 +405,41 @@ def _actuator_spec(mj, model, data0, a: int, name_of: dict[int, str], source: st
     )
 
 
-def _unrepresented_forces(mj, model, ids: list[int]) -> list[str]:
-    """Forces MuJoCo applies that a mechanism (bodies, gravity, inputs) does not contain."""
+def _tendon_springs(mj, model, data0, name_of: dict[int, str]) -> tuple[list[dict], set[int]]:
+    """``[[springs]]`` entries for the spatial two-site tendons with a linear spring/damper, and
+    the ids of the tendons converted (see the module docstring)."""
+    off = int(model.opt.disableflags)
+    spring_on = not off & int(mj.mjtDisableBit.mjDSBL_SPRING)
+    damper_on = not off & int(mj.mjtDisableBit.mjDSBL_DAMPER)
+    found: list[tuple[int, str | None, dict]] = []
+    for t in range(model.ntendon):
+        k, c = float(model.tendon_stiffness[t]), float(model.tendon_damping[t])
+        lo, hi = (float(v) for v in model.tendon_lengthspring[t])
+        adr, num = int(model.tendon_adr[t]), int(model.tendon_num[t])
+        sites = num == 2 and all(int(model.wrap_type[adr + i]) == int(mj.mjtWrap.mjWRAP_SITE) for i in range(2))
+        poly = any(np.any(getattr(model, a, np.zeros((t + 1, 1)))[t]) for a in ("tendon_stiffnesspoly", "tendon_dampingpoly"))
+        if not (k or c) or not sites or poly or lo != hi or lo <= 0.0 \
+                or model.tendon_frictionloss[t] or model.tendon_armature[t]:
+            continue
+        ends = []
+        for i in range(2):
+            site = int(model.wrap_objid[adr + i])
+            body = int(model.site_bodyid[site])
+            if body in name_of:
+                ends.append((name_of[body], [float(v) for v in model.site_pos[site]]))
+            else:  # the world or welded to it: a fixed global point
+                ends.append(("ground", [float(v) for v in data0.site_xpos[site]]))
+        if ends[0][0] == ends[1][0]:
+            continue  # both ends on one body (or both on the ground): no force
+        found.append((t, model.tendon(t).name or None, {
+            "body_a": ends[0][0], "point_a": ends[0][1], "body_b": ends[1][0], "point_b": ends[1][1],
+            "stiffness": k if spring_on else 0.0, "damping": c if damper_on else 0.0, "length": lo}))
+    names = _assign_names([(t, n) for t, n, _ in found], "tendon")
+    return [{"name": n} | spec for n, (_, _, spec) in zip(names, found)], {t for t, _, _ in found}
+
+
+def _unrepresented_forces(mj, model, ids: list[int], converted_tendons: set[int] = frozenset()) -> list[str]:
+    """Forces MuJoCo applies that a mechanism (bodies, gravity, inputs, springs) does not contain."""
     OBJ, DS = mj.mjtObj, mj.mjtDisableBit
     off = int(model.opt.disableflags)
     dof_joint = np.asarray(model.dof_jntid)
@@ -430,9 +474,12 @@ def _unrepresented_forces(mj, model, ids: list[int]) -> list[str]:
         notes.append(f"body(ies) {', '.join(grav)} have gravcomp: a gravity-compensation force the mechanism does not include")
     if model.opt.density > 0 or model.opt.viscosity > 0:
         notes.append("the medium has density/viscosity: fluid forces are not part of the mechanism")
-    if model.ntendon and (np.any(model.tendon_stiffness) or np.any(model.tendon_damping)
-                          or np.any(model.tendon_frictionloss) or np.any(model.tendon_armature)):
-        notes.append("tendons have stiffness/damping/friction/armature: tendon forces are not part of the mechanism")
+    forced = [t for t in range(model.ntendon) if t not in converted_tendons and (
+        model.tendon_stiffness[t] or model.tendon_damping[t] or model.tendon_frictionloss[t] or model.tendon_armature[t])]
+    if forced:
+        notes.append(f"tendon(s) {', '.join(_label(mj, model, OBJ.mjOBJ_TENDON, t, 'tendon') for t in forced)} have "
+                     "stiffness/damping/friction/armature that is not a linear two-site spring-damper: their forces "
+                     "are not part of the mechanism")
     other = sorted({mj.mjtEq(int(t)).name.removeprefix("mjEQ_").lower() for t in model.eq_type
                     if int(t) not in (int(mj.mjtEq.mjEQ_CONNECT), int(mj.mjtEq.mjEQ_WELD))})
     if other and not off & int(DS.mjDSBL_EQUALITY):
