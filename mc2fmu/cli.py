@@ -199,7 +199,7 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
                    help="known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is trained)")
     p.add_argument("--angles", default="auto", metavar="auto|none|I,...",
                    help="angle-type coordinates (cos/sin decoder input) for full revolutions; auto detects them (default)")
-    p.add_argument("--hidden", default="", metavar="W,...", help="decoder hidden widths (default 32,32 for 1 DOF, 64,64 for more)")
+    p.add_argument("--hidden", default="", metavar="W,...", help="decoder hidden widths (default 32,32 for 1 DOF and at most 3 bodies, else 64,64)")
     p.add_argument("--encoder-hidden", default="64,64", metavar="W,...", help="encoder hidden widths (default 64,64)")
     p.add_argument("--activation", default="tanh", help="tanh (default), sigmoid or softplus")
     p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")

@@ -34,6 +34,8 @@ class Activation:
     f: Callable[[Tensor], Tensor]
     d1: Callable[[Tensor], Tensor]
     d2: Callable[[Tensor], Tensor]
+    #: value, first and second derivative together (one transcendental evaluation)
+    all: Callable[[Tensor], tuple[Tensor, Tensor, Tensor]]
 
 
 def _tanh_d1(a: Tensor) -> Tensor:
@@ -60,11 +62,28 @@ def _softplus(a: Tensor) -> Tensor:
     return torch.nn.functional.softplus(a)
 
 
+def _tanh_all(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    t = torch.tanh(a)
+    d1 = 1.0 - t * t
+    return t, d1, -2.0 * t * d1
+
+
+def _sig_all(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    s = torch.sigmoid(a)
+    d1 = s * (1.0 - s)
+    return s, d1, d1 * (1.0 - 2.0 * s)
+
+
+def _softplus_all(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    s = torch.sigmoid(a)
+    return _softplus(a), s, s * (1.0 - s)
+
+
 #: string registry of activations; ReLU is absent on purpose (H would vanish almost everywhere)
 ACTIVATIONS: dict[str, Activation] = {
-    "tanh": Activation("tanh", torch.tanh, _tanh_d1, _tanh_d2),
-    "sigmoid": Activation("sigmoid", torch.sigmoid, _sig_d1, _sig_d2),
-    "softplus": Activation("softplus", _softplus, torch.sigmoid, _sig_d1),
+    "tanh": Activation("tanh", torch.tanh, _tanh_d1, _tanh_d2, _tanh_all),
+    "sigmoid": Activation("sigmoid", torch.sigmoid, _sig_d1, _sig_d2, _sig_all),
+    "softplus": Activation("softplus", _softplus, torch.sigmoid, _sig_d1, _softplus_all),
 }
 
 
@@ -111,10 +130,8 @@ class MLP(nn.Module):
             if Hz is not None:
                 Hz = _linear_dim1(W, Hz)
             if k < len(self.layers) - 1:
-                d1 = self.act.d1(z)
+                z, d1, d2 = self.act.all(z)
                 if Hz is not None:
-                    d2 = self.act.d2(z)
                     Hz = d2[..., None, None] * Jz[..., :, None] * Jz[..., None, :] + d1[..., None, None] * Hz
                 Jz = d1[..., None] * Jz
-                z = self.act.f(z)
         return z, Jz, Hz
