@@ -287,7 +287,6 @@ def test_model_exchange_agrees_with_co_simulation_over_10_s_fully_trained(refere
 
 # ---------------------------------------------------------------------------- springs
 
-EXAMPLES = HERE.parent / "examples"
 SPRINGS = """
 [[springs]]
 name = "anchor"
@@ -312,9 +311,9 @@ length = 0.3
 
 
 @pytest.fixture(scope="module")
-def spring_four_bar(tmp_path_factory):
+def spring_four_bar(reference_run, tmp_path_factory):
     """four_bar plus a damped spring to the ground and one between the crank and the rocker,
-    neither at its rest length, trained briefly on the bundled training run (not a spring
+    neither at its rest length, trained briefly on the four_bar's training run (not a spring
     simulation: parity needs no accurate model).  -> (model_dir, inputs, u, fmu) with
     ``fmu(fmi, interface)`` -> (fmu_path, export summary), exported once."""
     from mc2fmu.export import export_fmu
@@ -324,8 +323,8 @@ def spring_four_bar(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("native-springs")
     mech = root / "mechanism.toml"
-    mech.write_text((EXAMPLES / "four_bar" / "mechanism.toml").read_text() + SPRINGS)
-    run = EXAMPLES / "four_bar" / "runs" / "train.csv.gz"
+    run = Path(reference_run("four_bar", "train")["path"])  # generated in the session (runs are not committed)
+    mech.write_text((run.parent.parent / "mechanism.toml").read_text() + SPRINGS)
     fit(mech, [run], TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=40), root / "model")
     mechanism = load_mechanism(mech)
     cache: dict[tuple, tuple] = {}
