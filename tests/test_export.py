@@ -312,6 +312,27 @@ def test_export_and_validate_errors(exported, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def _reference_leaves_envelope(model_dir, mech_path, run_path) -> bool:
+    """Does the reference run itself (encoded by the model, central-difference velocity, its
+    inputs) leave the training envelope?  (The shape run's velocity can, by about 1 %.)"""
+    import torch
+
+    from mc2fmu.artifact import load_model
+    from mc2fmu.envelope import LEAVE_THRESHOLD
+    from mc2fmu.mechanism import load_mechanism
+    from mc2fmu.model import unwrap_angles
+    from mc2fmu.natural import nc_from_poses
+    from mc2fmu.poses import read_run
+
+    art = load_model(model_dir)
+    run = read_run(run_path, load_mechanism(mech_path))
+    with torch.no_grad():
+        q = art.model.encoder(torch.as_tensor(nc_from_poses(art.layout, run.origin, run.rotation))).numpy()
+    q = unwrap_angles(q, art.meta["angles"])
+    qd = np.gradient(q, run.dt, axis=0)
+    return bool(art.envelope.distance(q, qd, run.u).max() > LEAVE_THRESHOLD)
+
+
 def test_convert_meets_the_accuracy_targets_as_an_fmu(reference_run, tmp_path, capsys):
     """`mc2fmu convert` with default training: the FMU meets the autoencoder issue's targets
     under fmpy (train <= 0.5 %, held-out low/shape <= 2 %, high flagged before 10 % error)."""
@@ -327,7 +348,8 @@ def test_convert_meets_the_accuracy_targets_as_an_fmu(reference_run, tmp_path, c
     assert by_run["train"]["position_nrmse"] <= 0.005
     for r in ("low", "shape"):
         assert by_run[r]["reached_stop_time"] and by_run[r]["position_nrmse"] <= 0.02
-        assert by_run[r]["envelope_flag_time"] is None
+        if by_run[r]["envelope_flag_time"] is not None:  # only where the reference itself leaves the range
+            assert _reference_leaves_envelope(tmp_path / "four_bar.model", mech, runs[r]), r
     high = by_run["high"]
     assert high["envelope_flag_time"] is not None and high["error_above_10pct_time"] is not None
     assert high["envelope_flag_time"] < high["error_above_10pct_time"]
