@@ -28,38 +28,12 @@ Tensor = torch.Tensor
 
 @dataclass(frozen=True)
 class Activation:
-    """An activation with its first and second derivative (as functions of the pre-activation)."""
+    """An activation, and its value with first and second derivative (of the pre-activation)
+    from one transcendental evaluation."""
 
     name: str
     f: Callable[[Tensor], Tensor]
-    d1: Callable[[Tensor], Tensor]
-    d2: Callable[[Tensor], Tensor]
-    #: value, first and second derivative together (one transcendental evaluation)
     all: Callable[[Tensor], tuple[Tensor, Tensor, Tensor]]
-
-
-def _tanh_d1(a: Tensor) -> Tensor:
-    t = torch.tanh(a)
-    return 1.0 - t * t
-
-
-def _tanh_d2(a: Tensor) -> Tensor:
-    t = torch.tanh(a)
-    return -2.0 * t * (1.0 - t * t)
-
-
-def _sig_d1(a: Tensor) -> Tensor:
-    s = torch.sigmoid(a)
-    return s * (1.0 - s)
-
-
-def _sig_d2(a: Tensor) -> Tensor:
-    s = torch.sigmoid(a)
-    return s * (1.0 - s) * (1.0 - 2.0 * s)
-
-
-def _softplus(a: Tensor) -> Tensor:
-    return torch.nn.functional.softplus(a)
 
 
 def _tanh_all(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -74,6 +48,10 @@ def _sig_all(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return s, d1, d1 * (1.0 - 2.0 * s)
 
 
+def _softplus(a: Tensor) -> Tensor:
+    return torch.nn.functional.softplus(a)
+
+
 def _softplus_all(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     s = torch.sigmoid(a)
     return _softplus(a), s, s * (1.0 - s)
@@ -81,9 +59,9 @@ def _softplus_all(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 #: string registry of activations; ReLU is absent on purpose (H would vanish almost everywhere)
 ACTIVATIONS: dict[str, Activation] = {
-    "tanh": Activation("tanh", torch.tanh, _tanh_d1, _tanh_d2, _tanh_all),
-    "sigmoid": Activation("sigmoid", torch.sigmoid, _sig_d1, _sig_d2, _sig_all),
-    "softplus": Activation("softplus", _softplus, torch.sigmoid, _sig_d1, _softplus_all),
+    "tanh": Activation("tanh", torch.tanh, _tanh_all),
+    "sigmoid": Activation("sigmoid", torch.sigmoid, _sig_all),
+    "softplus": Activation("softplus", _softplus, _softplus_all),
 }
 
 
