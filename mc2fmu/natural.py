@@ -197,16 +197,20 @@ class SpringModel:
     def __len__(self) -> int:
         return len(self.k)
 
+    def vectors(self, x: np.ndarray) -> np.ndarray:
+        """Spring vectors ``d = D x + e`` (..., n_s, 3)."""
+        return np.einsum("sij,...j->...si", self.D, x) + self.e
+
     def lengths(self, x: np.ndarray) -> np.ndarray:
         """Spring lengths (..., n_s)."""
-        return np.linalg.norm(np.einsum("sij,...j->...si", self.D, x) + self.e, axis=-1)
+        return np.linalg.norm(self.vectors(x), axis=-1)
 
     def energy(self, x: np.ndarray) -> np.ndarray:
         """Potential energy stored in the springs (...)."""
         return (0.5 * self.k * (self.lengths(x) - self.L0) ** 2).sum(-1)
 
     def __call__(self, x: np.ndarray, xd: np.ndarray) -> np.ndarray:
-        d = np.einsum("sij,...j->...si", self.D, x) + self.e
+        d = self.vectors(x)
         l = np.linalg.norm(d, axis=-1)
         n = d / l[..., None]
         ldot = np.einsum("...si,sij,...j->...s", n, self.D, xd)
@@ -251,10 +255,9 @@ def spring_model(mechanism: Mechanism, layout: NCLayout) -> SpringModel:
             bl = layout.body(body)
             for j, c in enumerate(affine_weights(bl, point)):
                 D[s, :, bl.offset + 3 * j : bl.offset + 3 * j + 3] += sign * c * np.eye(3)
-    k = np.array([sp.stiffness for sp in mechanism.springs])
-    c = np.array([sp.damping for sp in mechanism.springs])
-    L0 = np.array([sp.length for sp in mechanism.springs])
-    return SpringModel(D, e, k.reshape(ns), c.reshape(ns), L0.reshape(ns))
+    k, c, L0 = (np.array([getattr(sp, a) for sp in mechanism.springs], dtype=np.float64)
+                for a in ("stiffness", "damping", "length"))
+    return SpringModel(D, e, k, c, L0)
 
 
 def force_model(mechanism: Mechanism, layout: NCLayout, M: np.ndarray | None = None) -> ForceModel:
