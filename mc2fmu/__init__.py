@@ -1,31 +1,25 @@
 """mc2fmu: multibody simulation exports -> natural coordinates -> learned minimal
 coordinates -> FMU.
 
-Pipeline stages, one module each (data flows one way):
+Subpackages by pipeline stage; data flows one way, top to bottom:
 
-* :mod:`mc2fmu.mechanism`  the mechanism description (bodies, gravity, inputs)
-* :mod:`mc2fmu.poses`      reading/writing pose exports (one run per file)
-* :mod:`mc2fmu.natural`    natural coordinates: layout, mass matrix, generalized forces
-* :mod:`mc2fmu.dataset`    ``ingest``: mechanism + runs -> NC dataset (.npz)
-* :mod:`mc2fmu.adapters`   tool-specific readers (MuJoCo) -> mechanism + runs
-* :mod:`mc2fmu.network`    MLPs with explicit value / Jacobian / Hessian propagation
-* :mod:`mc2fmu.dynamics`   reduced dynamics (M_m, G_m, f_m) and the one-step maps
-* :mod:`mc2fmu.model`      decoder, encoders and the reduced model
-* :mod:`mc2fmu.train`      ``train``: dataset -> trained model artifact
-* :mod:`mc2fmu.artifact`   the model directory (model.json + weights.npz)
-* :mod:`mc2fmu.envelope`   the training envelope
-* :mod:`mc2fmu.simulate`   ``simulate``: roll a model out on a run
-* :mod:`mc2fmu.metrics`    accuracy metrics shared by simulate, validate and benchmarks
-* :mod:`mc2fmu.onnx_export` the model's ONNX graphs (float64, checked against torch)
-* :mod:`mc2fmu.fmu_description` the FMU's variable list and model descriptions (FMI 2, 3)
-* :mod:`mc2fmu.export`     ``export``: model directory -> FMU (backend registry)
-* :mod:`mc2fmu.native`     the native backend: generated C, compiled
-* :mod:`mc2fmu.fmu_runner` running an FMU with fmpy in a fresh process
-* :mod:`mc2fmu.validate`   ``validate``: FMU vs reference runs, JSON and HTML report
-* :mod:`mc2fmu.pipeline`   ``convert`` and ``demo``: the stages chained
+* :mod:`mc2fmu.mechanics`   mechanism file, natural coordinates, rotations
+* :mod:`mc2fmu.data`        pose exports, the NC dataset (``ingest``), tool adapters (MuJoCo)
+* :mod:`mc2fmu.reduced`     what every reduced model shares at run time (numpy): the model
+                            protocol, step maps, envelope, the versioned artifact, ``simulate``
+* :mod:`mc2fmu.reducers`    dataset -> reduced model: the reducer interface and registry,
+                            ``autoencoder`` (torch)
+* :mod:`mc2fmu.fmu`         model directory -> FMU: variables, model descriptions, backends
+                            ``python`` and ``native``, templates, the fmpy runner
+* :mod:`mc2fmu.validation`  ``simulate`` and ``validate`` against reference runs, report
+* :mod:`mc2fmu.pipeline`    the stages chained: ``train``, ``convert``, ``demo``
+* :mod:`mc2fmu.cli`         the ``mc2fmu`` command (thin)
+* :mod:`mc2fmu.errors`      the one error hierarchy; :mod:`mc2fmu.files` shared file helpers
+
+Nothing after training imports torch or onnx: those stages read a model directory only.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .errors import Mc2fmuError  # noqa: E402
 

@@ -85,6 +85,8 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .fmu.export import BACKENDS, INTERFACES
+    from .pipeline import DEMO_MECHANISMS
 
     # -v/-q are accepted before or after the subcommand
     common = argparse.ArgumentParser(add_help=False)
@@ -145,15 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_from_mujoco)
 
     p = sub.add_parser(
-        "export", help="trained model directory -> FMU (FMI 2.0 co-simulation)",
+        "export", help="trained model directory -> FMU (FMI 2.0/3.0, co-simulation/model exchange)",
         description=EXPORT_HELP, formatter_class=_formatter,
     )
     p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write")
-    p.add_argument("--backend", default="python",
-                   help="python (default: pythonfmu + onnxruntime) or native (generated C, compiled with $CC)")
+    p.add_argument("--backend", default="python", choices=list(BACKENDS),
+                   help="; ".join(f"{k}: {v[0]}" for k, v in BACKENDS.items()) + " (default python)")
     p.add_argument("--fmi", type=int, default=2, choices=(2, 3), help="FMI version (default 2; 3 needs --backend native)")
-    p.add_argument("--interface", default="cs", choices=("cs", "me", "both"),
+    p.add_argument("--interface", default="cs", choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both need --backend native)")
     p.set_defaults(func=_cmd_export)
 
@@ -176,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s) to train on")
     p.add_argument("--validate", nargs="+", default=[], metavar="RUN",
                    help="held-out pose export(s) to validate on as well (the training runs always are)")
-    p.add_argument("--backend", default="python", help="FMU backend: python (default)")
+    p.add_argument("--backend", default="python", choices=list(BACKENDS), help="FMU backend (default python)")
     _add_training_arguments(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu",
                    help="FMU to write; the model goes to OUT.model/, the report to OUT.report/")
@@ -186,58 +188,35 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="the whole pipeline on a bundled mechanism (a few minutes) -> FMU and report",
         description=DEMO_HELP, formatter_class=_formatter,
     )
-    p.add_argument("--mechanism", default="four_bar", help="four_bar (default), slider_crank, two_bar or macpherson")
+    p.add_argument("--mechanism", default="four_bar", choices=list(DEMO_MECHANISMS),
+                   help="the bundled mechanism (default four_bar)")
     p.add_argument("-o", "--output", default="out/demo", metavar="DIR", help="directory for everything (default out/demo)")
     p.set_defaults(func=_cmd_demo)
     return parser
 
 
 def _add_training_arguments(p: argparse.ArgumentParser) -> None:
-    """Training options shared by `train` and `convert`."""
-    p.add_argument("--dof", type=int, required=True, metavar="N", help="number of minimal coordinates (the mechanism's DOF)")
-    p.add_argument("--coords", metavar="COL,...", default="",
-                   help="known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is trained)")
-    p.add_argument("--angles", default="auto", metavar="auto|none|I,...",
-                   help="angle-type coordinates (cos/sin decoder input) for full revolutions; auto detects them (default)")
-    p.add_argument("--hidden", default="", metavar="W,...", help="decoder hidden widths (default 32,32 for 1 DOF and at most 3 bodies, else 64,64)")
-    p.add_argument("--encoder-hidden", default="64,64", metavar="W,...", help="encoder hidden widths (default 64,64)")
-    p.add_argument("--activation", default="tanh", help="tanh (default), sigmoid or softplus")
-    p.add_argument("--step-map", default="centred", help="centred (default, second order) or paper (Algorithm 1)")
-    p.add_argument("--samples", type=int, default=2000, help="time triplets (windows of K+2 samples with --rollout K) used for training (default 2000)")
-    p.add_argument("--adam-epochs", type=int, default=300, help="Adam epochs before L-BFGS (default 300)")
-    p.add_argument("--warmup", default="rec", metavar="rec|none",
-                   help="rec (default): the Adam epochs fit the reconstruction alone, a kinematic start for the "
-                        "L-BFGS phase on the full loss; none: the full loss from the start")
-    p.add_argument("--lbfgs-iters", type=int, default=2000, help="L-BFGS iterations (default 2000)")
-    p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
-    p.add_argument("--loss", default="sim", metavar="sim|appendix",
-                   help="sim (default): L_rec + L_dyn, the step map's one-step residual; appendix: the paper "
-                        "appendix's L_rec + L_vel + L_acc (decoded velocities/accelerations against the data)")
-    p.add_argument("--dyn-weight", type=float, default=1.0, help="weight of the dynamics term (0: the paper's L_rec alone)")
-    p.add_argument("--vel-weight", type=float, default=1.0, help="--loss appendix: weight of L_vel (default 1)")
-    p.add_argument("--acc-weight", type=float, default=1.0, help="--loss appendix: weight of L_acc (default 1)")
-    p.add_argument("--rollout", type=int, default=0, metavar="K",
-                   help="add K steps of the model's own step map to the loss (default 0: off)")
-    p.add_argument("--rollout-weight", type=float, default=1.0, help="weight of the rollout term (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    """Training options shared by `train` and `convert`: --reducer, then every registered
+    reducer's config fields (their metadata are the options; see mc2fmu.reducers.base)."""
+    from .reducers.base import DEFAULT_REDUCER, REDUCERS, add_config_arguments
+
+    p.add_argument("--reducer", default=DEFAULT_REDUCER, choices=list(REDUCERS),
+                   help=f"the model family to train (default {DEFAULT_REDUCER})")
+    seen: set[str] = set()
+    for name, entry in REDUCERS.items():
+        add_config_arguments(p.add_argument_group(f"{name} reducer options ({entry.description})"),
+                             entry.config_class(), seen)
 
 
 def _train_config(args: argparse.Namespace):
-    from .train import TrainConfig
+    from .reducers.base import config_from_args, reducer_entry
 
-    hidden = _int_list(args.hidden, "--hidden") if args.hidden else ()
-    return TrainConfig(
-        dof=args.dof, coords=_csv_list(args.coords), angles=args.angles, hidden=hidden,
-        encoder_hidden=_int_list(args.encoder_hidden, "--encoder-hidden"), activation=args.activation,
-        step_map=args.step_map, samples=args.samples, adam_epochs=args.adam_epochs, warmup=args.warmup,
-        lbfgs_iters=args.lbfgs_iters,
-        adam_lr=args.lr, loss=args.loss, dyn_weight=args.dyn_weight, vel_weight=args.vel_weight,
-        acc_weight=args.acc_weight, rollout_steps=args.rollout, rollout_weight=args.rollout_weight, seed=args.seed,
-    )
+    return config_from_args(reducer_entry(args.reducer).config_class(), args)
 
 
 EXPORT_HELP = """\
-Export a trained model as an FMI 2.0 co-simulation FMU.
+Export a trained model as an FMU: FMI 2.0 co-simulation (both backends), or with
+--backend native also FMI 3.0 and model exchange (--interface me or both).
 
 The FMU's variables (a public contract):
   inputs      one per mechanism input, named as in the mechanism file (N or N.m)
@@ -252,11 +231,15 @@ interpolated, the grid trajectory never changes).  Non-finite inputs or a diverg
 state are refused with a logged error.  Get/set/serialize FMU state is supported.
 Default experiment: 0 .. the first training run's length, step = the training step.
 
-Backend python: pythonfmu + the model's ONNX graphs (checked against torch to 1e-12 at
-export).  The importing process needs Python with numpy and onnxruntime.
+Backend python: pythonfmu + the model's ONNX graphs (checked against torch to 1e-12 when
+the model was trained).  The importing process needs Python with numpy and onnxruntime.
+Backend native: generated C99 compiled here with $CC (default gcc), checked against the
+model to 1e-12; the FMU carries its sources too.  The importer needs no Python.
+Both embed the model directory (resources/model/), which `mc2fmu validate` reads.
 
-example:
+examples:
   mc2fmu export out/four_bar -o out/four_bar.fmu
+  mc2fmu export out/four_bar -o out/four_bar_me.fmu --backend native --fmi 3 --interface both
 """
 
 VALIDATE_HELP = """\
@@ -313,8 +296,10 @@ Training state is saved to MODEL_DIR.checkpoint.pt every --checkpoint-every seco
 on Ctrl-C; the same command plus --resume continues it and ends with exactly the weights
 of an uninterrupted run.  The checkpoint is removed once the model is written.
 
-The result is a directory: model.json (mechanism, layout, dof, dt, architecture,
-normalisation, training envelope, initial state, metrics, versions, seed) + weights.npz.
+The result is a directory: model.json (format version, reducer, mechanism, layout, dof,
+dt, training envelope, initial state, training record, versions, the model's parameters),
+arrays.npz (the model's arrays) and resources/ (the model's ONNX graphs).
+--reducer picks the model family (registered reducers: see the option's choices).
 
 examples:
   mc2fmu train examples/four_bar/mechanism.toml examples/four_bar/runs/train.csv.gz --dof 1 -o out/four_bar
@@ -368,7 +353,7 @@ example:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from .dataset import ingest
+    from .data.dataset import ingest
 
     ds = ingest(args.mechanism, args.runs, args.output)
     mech = ds.mechanism
@@ -381,27 +366,30 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .train import TrainingInterrupted, fit
+    from .pipeline import train
+    from .reducers.base import TrainingInterrupted
 
     cfg = _train_config(args)
     try:
         with _progress_bar(args.quiet) as progress:
-            meta = fit(args.mechanism, args.runs, cfg, args.output, progress, args.resume, args.checkpoint_every)
+            art = train(args.mechanism, args.runs, cfg, args.output, reducer=args.reducer, progress=progress,
+                        resume=args.resume, checkpoint_every=args.checkpoint_every)
     except TrainingInterrupted as exc:
         print(f"interrupted: the training state is saved in {exc.checkpoint}", file=sys.stderr)
         print("continue with the same command plus --resume", file=sys.stderr)
         return 130
-    m = meta["training"]["metrics"]
-    kind = "known coordinates " + ",".join(meta["coords"]) if meta["coords"] else "autoencoder"
-    angles = " (angle-type: " + ",".join(str(i + 1) for i, a in enumerate(meta["angles"]) if a) + ")" if any(meta["angles"]) else ""
-    print(f"wrote {args.output}: {meta['dof']} minimal coordinate(s), {kind}{angles}, dt {meta['dt']:g} s")
+    m = art.training.get("metrics", {})
+    kind = "known coordinates " + ",".join(art.coordinates) if art.coordinates else "learnt coordinates"
+    angles = " (angle-type: " + ",".join(str(i + 1) for i, a in enumerate(art.angles) if a) + ")" if any(art.angles) else ""
+    print(f"wrote {args.output}: {art.reducer}, {art.dof} minimal coordinate(s), {kind}{angles}, dt {art.dt:g} s")
     terms = ", ".join(f"{_TERM_NAMES[k]} {m[k]:.3e}" for k in _TERM_NAMES if k in m)
-    print(f"  {m['train_seconds']:.1f} s, loss: {terms}, validation {m['val_loss']:.3e}")
+    if "train_seconds" in m:
+        print(f"  {m['train_seconds']:.1f} s, loss: {terms}, validation {m['val_loss']:.3e}")
     return 0
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from .simulate import simulate_file
+    from .validation.simulate import simulate_file
 
     summary = simulate_file(args.model, args.mechanism, args.run, args.output)
     print(f"wrote {args.output}: {summary['samples']} samples")
@@ -413,7 +401,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_from_mujoco(args: argparse.Namespace) -> int:
-    from .adapters.mujoco import convert_mujoco
+    from .data.adapters.mujoco import convert_mujoco
 
     summary = convert_mujoco(args.model, args.trajectories, args.output)
     print(f"wrote {args.output}: mechanism '{summary['mechanism']}', {len(summary['bodies'])} bodies, "
@@ -430,16 +418,21 @@ def _cmd_from_mujoco(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .export import export_fmu
+    from .fmu.export import export_fmu
 
     summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface)
-    if "native_max_difference" in summary:  # the native backend checks its C code instead of ONNX graphs
-        check = f"C code matches torch to {max(summary['native_max_difference'].values()):.1e}"
-    else:
-        check = f"ONNX graphs match torch to {max(summary['onnx_max_difference'].values()):.1e}"
     print(f"wrote {args.output}: {summary['backend']} backend, FMI {summary['fmi_version']} "
-          f"{summary['interface']}, {summary['variables']} variables, {check}")
+          f"{summary['interface']}, {summary['variables']} variables, {_export_check(summary)}")
     return 0
+
+
+def _export_check(summary: dict) -> str:
+    """What the export checked: the native C code against the model, or the ONNX graphs against torch."""
+    if summary.get("native_max_difference"):
+        return f"C code matches the model to {max(summary['native_max_difference'].values()):.1e}"
+    if summary.get("onnx_max_difference"):
+        return f"ONNX graphs match torch to {max(summary['onnx_max_difference'].values()):.1e}"
+    return "no numerical check recorded"
 
 
 def _print_validation(result: dict) -> None:
@@ -467,7 +460,8 @@ def _print_validation(result: dict) -> None:
 def _cmd_validate(args: argparse.Namespace) -> int:
     import json
 
-    from .validate import json_safe, validate_fmu
+    from .files import json_safe
+    from .validation.validate import validate_fmu
 
     result = validate_fmu(args.fmu, args.mechanism, args.runs, args.report)
     if args.json:
@@ -484,8 +478,7 @@ def _stage(quiet: bool):
 def _print_convert(summary: dict) -> None:
     m = summary["training"]["metrics"]
     print(f"wrote {summary['fmu']} (model {summary['model_dir']}, report {summary['report']})")
-    print(f"  training: {m['train_seconds']:.1f} s; export: ONNX graphs match torch to "
-          f"{max(summary['export']['onnx_max_difference'].values()):.1e}")
+    print(f"  training: {m['train_seconds']:.1f} s; export: {_export_check(summary['export'])}")
     _print_validation(summary["validation"])
 
 
@@ -495,7 +488,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     cfg = _train_config(args)
     with _progress_bar(args.quiet) as progress:
         summary = convert(args.mechanism, args.runs, cfg, args.output, args.validate, args.backend,
-                          train_progress=progress, stage=_stage(args.quiet))
+                          reducer=args.reducer, train_progress=progress, stage=_stage(args.quiet))
     _print_convert(summary)
     return 0
 
@@ -507,22 +500,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         summary = demo(args.mechanism, args.output, train_progress=progress, stage=_stage(args.quiet))
     _print_convert(summary)
     return 0
-
-
-def _csv_list(text: str) -> tuple[str, ...]:
-    return tuple(s.strip() for s in text.split(",") if s.strip())
-
-
-def _int_list(text: str, option: str) -> tuple[int, ...]:
-    from .errors import TrainingError
-
-    try:
-        widths = tuple(int(s) for s in _csv_list(text))
-    except ValueError:
-        raise TrainingError(f"{option} {text!r}: give comma-separated positive integers, e.g. 32,32") from None
-    if not widths or min(widths) < 1:
-        raise TrainingError(f"{option} {text!r}: give comma-separated positive integers, e.g. 32,32")
-    return widths
 
 
 #: the loss terms a training may report, as the summary names them

@@ -1,7 +1,8 @@
-"""One-shot pipelines: ``mc2fmu convert`` (ingest, train, export, validate) and ``mc2fmu demo``.
+"""The stages chained: ``mc2fmu train``, ``mc2fmu convert`` (ingest, train, export, validate)
+and ``mc2fmu demo``.
 
-Each step is the library function its own subcommand calls; this module only chains them
-and names the intermediate files:
+Each step is the library function of its own stage; this module only reads the inputs once,
+passes the data on and names the files:
 
 * ``OUT.fmu``            the FMU
 * ``OUT.model/``         the trained model directory (``mc2fmu simulate``/``export`` read it)
@@ -12,16 +13,48 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ExportError, Mc2fmuError
+from .errors import ExportError, Mc2fmuError, TrainingError
 
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO_MECHANISMS = ("four_bar", "slider_crank", "two_bar", "macpherson")
+#: the bundled mechanisms `mc2fmu demo` can run, and their degrees of freedom
+DEMO_MECHANISMS = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1}
+EXCITATIONS = ("train", "low", "shape", "high")
+
+
+def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.PathLike, *,
+          reducer: str | None = None, progress: Callable[[dict], None] | None = None, resume: bool = False,
+          checkpoint_every: float = 30.0):
+    """``mc2fmu train``: read the data once, fit the reducer, write the model directory.
+
+    The training state is kept in ``MODEL_DIR.checkpoint.pt`` while training runs (every
+    ``checkpoint_every`` seconds and on Ctrl-C) and removed after the model is written;
+    ``resume`` continues from it.  Returns the :class:`~mc2fmu.reduced.artifact.ModelArtifact`.
+    """
+    from .data.dataset import load_training_data
+    from .reduced.artifact import save_artifact
+    from .reducers.base import DEFAULT_REDUCER, Checkpointer, checkpoint_path, reducer_entry
+
+    entry = reducer_entry(reducer or DEFAULT_REDUCER)
+    Config = entry.config_class()
+    if not isinstance(config, Config):
+        raise TrainingError(f"the '{entry.name}' reducer takes a {Config.__name__}, not a {type(config).__name__}")
+    config.validate()
+    ckpt = Checkpointer(checkpoint_path(out_dir), checkpoint_every, resume)
+    if not resume and ckpt.path.exists():
+        raise TrainingError(f"{ckpt.path}: an interrupted training of {out_dir} left this checkpoint; "
+                            f"add --resume to continue it, or delete it to start over")
+    dataset = load_training_data(mechanism, runs)
+    art = entry.load().fit(dataset, config, progress=progress, checkpoint=ckpt)
+    save_artifact(out_dir, art)
+    ckpt.path.unlink(missing_ok=True)
+    return art
 
 
 def side_paths(out_fmu: Path) -> tuple[Path, Path]:
@@ -31,46 +64,39 @@ def side_paths(out_fmu: Path) -> tuple[Path, Path]:
 
 
 def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | os.PathLike,
-            validate_runs: list[str] | None = None, backend: str = "python",
+            validate_runs: list[str] | None = None, backend: str = "python", *, reducer: str | None = None,
             train_progress: Callable[[dict], None] | None = None,
             stage: Callable[[str], None] | None = None,
             validate_progress=None) -> dict[str, Any]:
     """Train on ``runs``, export ``out_fmu``, validate it on ``runs`` + ``validate_runs``."""
-    from .export import export_fmu
-    from .train import fit
-    from .validate import validate_fmu
+    from .data.dataset import is_dataset
+    from .fmu.export import BACKENDS, export_fmu
+    from .validation.validate import validate_fmu
 
     out_fmu = Path(out_fmu)
     if out_fmu.suffix != ".fmu":
         raise ExportError(f"{out_fmu}: an FMU file name must end in .fmu")
+    if backend not in BACKENDS:
+        raise ExportError(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
     cfg.validate()
     model_dir, report_dir = side_paths(out_fmu)
     stage = stage or (lambda s: log.info("%s", s))
     stage(f"training on {len(runs)} run(s) -> {model_dir}")
-    meta = fit(mechanism, runs, cfg, model_dir, train_progress)
+    art = train(mechanism, runs, cfg, model_dir, reducer=reducer, progress=train_progress)
     stage(f"exporting -> {out_fmu}")
     export = export_fmu(model_dir, out_fmu, backend)
     all_runs = list(dict.fromkeys([*runs, *(validate_runs or [])]))
-    pose_runs = [r for r in all_runs if not str(r).endswith(".npz") or not _is_dataset(r)]
+    pose_runs = [r for r in all_runs if not is_dataset(r)]
     stage(f"validating on {len(pose_runs)} run(s) with fmpy -> {report_dir}")
     validation = validate_fmu(out_fmu, mechanism, pose_runs, report_dir, validate_progress)
     return {"fmu": str(out_fmu), "model_dir": str(model_dir), "report": validation.get("report"),
-            "training": meta["training"], "export": export, "validation": validation}
+            "training": art.training, "export": export, "validation": validation}
 
 
-def _is_dataset(path: str) -> bool:
-    import numpy as np
-
-    try:
-        with np.load(path, allow_pickle=False) as d:
-            return "meta" in d.files and "x" in d.files
-    except (OSError, ValueError):
-        return False
-
-
-def _examples_module():
-    """The bundled examples (``examples/`` beside the package; Exudyn makes their runs)."""
-    if not (REPO / "examples" / "reference.py").exists():
+def generate_examples(mechanism: str, out_dir: Path) -> Path:
+    """Simulate a bundled mechanism with Exudyn (``python -m examples.generate`` in a child
+    process of the source checkout: nothing is imported into this one); returns its folder."""
+    if not (REPO / "examples" / "generate.py").exists():
         raise Mc2fmuError(f"{REPO / 'examples'}: the bundled examples are not available; `mc2fmu demo` needs a "
                           "source checkout installed with `pip install -c constraints.txt -e \".[examples]\"`")
     import importlib.util
@@ -78,26 +104,27 @@ def _examples_module():
     if importlib.util.find_spec("exudyn") is None:
         raise Mc2fmuError("`mc2fmu demo` simulates the bundled mechanism with Exudyn, which is not installed; "
                           "install it with `pip install -c constraints.txt -e \".[examples]\"`")
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    import examples.reference as reference
-
-    return reference
+    out_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "examples.generate", mechanism, "--out", str(out_dir.resolve())],
+                          cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise Mc2fmuError(f"simulating '{mechanism}' with Exudyn failed (exit {proc.returncode}):\n{tail}")
+    return out_dir / mechanism
 
 
 def demo(mechanism: str = "four_bar", out_dir: str | os.PathLike = "out/demo", **kw) -> dict[str, Any]:
     """The whole pipeline on a bundled mechanism: Exudyn reference runs, then :func:`convert`
     trained on ``train`` and validated on ``train``, ``low``, ``shape`` and ``high``."""
-    from .train import TrainConfig
+    from .reducers.autoencoder.config import TrainConfig
 
     if mechanism not in DEMO_MECHANISMS:
         raise Mc2fmuError(f"demo mechanism '{mechanism}' is not bundled; choose one of {', '.join(DEMO_MECHANISMS)}")
-    reference = _examples_module()
     out_dir = Path(out_dir)
     stage = kw.get("stage") or (lambda s: log.info("%s", s))
-    stage(f"simulating '{mechanism}' with Exudyn ({len(reference.EXCITATIONS)} runs of 10 s) -> {out_dir / mechanism}")
-    mech_path = reference.write_mechanism(mechanism, out_dir)
-    paths = {exc: str(reference.write_run_file(mechanism, exc, out_dir)["path"]) for exc in reference.EXCITATIONS}
-    cfg = TrainConfig(dof=int(reference.degrees_of_freedom(mechanism)["dof"]))
-    held_out = [paths[e] for e in reference.EXCITATIONS if e != "train"]
-    return convert(mech_path, [paths["train"]], cfg, out_dir / f"{mechanism}.fmu", held_out, **kw)
+    stage(f"simulating '{mechanism}' with Exudyn ({len(EXCITATIONS)} runs of 10 s) -> {out_dir / mechanism}")
+    folder = generate_examples(mechanism, out_dir)
+    paths = {exc: str(folder / "runs" / f"{exc}.csv.gz") for exc in EXCITATIONS}
+    cfg = TrainConfig(dof=DEMO_MECHANISMS[mechanism])
+    held_out = [paths[e] for e in EXCITATIONS if e != "train"]
+    return convert(folder / "mechanism.toml", [paths["train"]], cfg, out_dir / f"{mechanism}.fmu", held_out, **kw)

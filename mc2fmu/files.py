@@ -1,0 +1,95 @@
+"""File helpers every stage shares: atomic outputs, deterministic zips, strict JSON, digests.
+
+Nothing half-written is ever left behind: every file or directory mc2fmu writes goes through
+:func:`atomic_output` or :func:`atomic_directory`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+def give_default_mode(path: Path) -> None:
+    """The mode a plain ``open``/``mkdir`` would have given: ``mkstemp``/``mkdtemp`` make
+    their files owner-only, which would carry over to the output moved into place."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
+
+    Nothing half-written is ever left at ``path``: on any error the temporary file is removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    give_default_mode(tmp_path)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+@contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary directory next to ``path``; it replaces ``path`` (a complete
+    directory or nothing) only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    give_default_mode(tmp)
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def write_zip(out: str | os.PathLike, members: dict[str, bytes], executable: Iterable[str] = ()) -> None:
+    """A deterministic zip (sorted members, fixed timestamps, deflated): the same members give
+    the same bytes.  Members whose name starts with a prefix in ``executable`` get mode 755."""
+    prefixes = tuple(executable)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in sorted(members):
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (0o755 if prefixes and name.startswith(prefixes) else 0o644) << 16
+            z.writestr(info, members[name])
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with non-finite floats as None (strict JSON has no Infinity or NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def digest(*parts: bytes | str) -> str:
+    """SHA-256 (hex) of the parts in order; strings are UTF-8 encoded."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+    return h.hexdigest()

@@ -1,0 +1,395 @@
+"""The native FMU backend: generated C, FMI 2.0 and 3.0, co-simulation and model exchange.
+
+The FMU carries a compiled library (``binaries/<platform>/<modelIdentifier>.so``, built here
+with the C compiler ``$CC``, default ``gcc``) and its C sources (``sources/``, with
+``buildDescription.xml`` for FMI 3), so the importer needs no Python at all and users on
+other platforms compile the sources themselves.
+
+* ``sources/mc2fmu_model.h`` is rendered from ``mc2fmu/fmu/templates/native/mc2fmu_model.h.in``: data
+  only (sizes, the variable table of :func:`mc2fmu.fmu_description.fmu_variables`, weights
+  as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
+  model as sparse rows, the output layer and the springs folded into the last hidden layer,
+  the body layout, the envelope);
+* ``mc2fmu_native.h`` (dynamics and runtime) and ``mc2fmu_fmi2.c`` / ``mc2fmu_fmi3.c``
+  (the FMI glue) are copied unchanged from the package's ``templates/native/``.
+
+Everything but the FMI functions has internal linkage (one translation unit, ``static``,
+``-fvisibility=hidden``), so two native FMUs live side by side in one process without
+``FMI2_FUNCTION_PREFIX``.
+
+At export the same sources are also compiled into a self-check library whose decoder
+(value, J, H), right-hand side, step map and poses are compared with the run-time model
+(numpy; it is checked against torch in the tests) and :mod:`mc2fmu.mechanics.rotations` at
+points spread over the training envelope; a difference above :data:`TOLERANCE` is an
+:class:`~mc2fmu.errors.ExportError`.  The backend takes decoder-manifold models
+(:class:`~mc2fmu.reduced.manifold.ManifoldModel`); other kinds are refused with a message.
+
+The FMU also carries the model artifact under ``resources/model/`` (not read by the C code;
+what `mc2fmu validate` and `mc2fmu simulate` read).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import math
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ... import __version__
+from ...errors import ExportError
+from ...files import write_zip
+from ...mechanics.natural import poses_from_nc
+from ...mechanics.rotations import matrix_to_quaternion
+from ...reduced.envelope import LEAVE_THRESHOLD, sample_points
+from ...reduced.manifold import ManifoldModel, spring_force
+from ..common import LOG_CATEGORIES, artifact_members, model_digest, model_identifier, render, template_path
+from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
+
+log = logging.getLogger(__name__)
+
+SHARED_SOURCES = ("mc2fmu_native.h",)
+GLUE = {2: "mc2fmu_fmi2.c", 3: "mc2fmu_fmi3.c"}
+#: portable flags: no -march=native, so the binary runs on any x86-64 (set $MC2FMU_CFLAGS to override)
+CFLAGS = ("-std=c99", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra")
+TOLERANCE = 1e-12  # self-check: max |C - torch| relative to max(1, |value|)
+ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "softplus": 2}
+ROLES = {"input": "MC2FMU_ROLE_INPUT", "pose": "MC2FMU_ROLE_POSE", "q": "MC2FMU_ROLE_Q", "qd": "MC2FMU_ROLE_QD",
+         "envelope": "MC2FMU_ROLE_ENVELOPE", "q_start": "MC2FMU_ROLE_Q_START", "qd_start": "MC2FMU_ROLE_QD_START",
+         "der_q": "MC2FMU_ROLE_DER_Q", "der_qd": "MC2FMU_ROLE_DER_QD", "time": "MC2FMU_ROLE_TIME"}
+
+
+def fmi_headers() -> Path:
+    """The FMI 2/3 C headers of the installed fmpy package (not copies in this repository)."""
+    try:
+        import fmpy
+    except ImportError:  # pragma: no cover - fmpy is a dependency
+        raise ExportError("the native backend compiles against fmpy's FMI headers; install fmpy "
+                          "(python -m pip install fmpy)") from None
+    path = Path(fmpy.__file__).parent / "c-code"
+    if not (path / "fmi2Functions.h").exists() or not (path / "fmi3Functions.h").exists():
+        raise ExportError(f"{path}: the FMI headers are missing from the fmpy installation; reinstall fmpy")
+    return path
+
+
+def platform_folder(fmi_version: int) -> tuple[str, str]:
+    """``binaries/`` sub-folder and shared-library suffix for this machine."""
+    import fmpy
+
+    return (fmpy.platform if fmi_version == 2 else fmpy.platform_tuple), fmpy.sharedLibraryExtension
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC", "gcc")
+    path = shutil.which(cc)
+    if path is None:
+        raise ExportError(f"the native backend needs a C compiler and '{cc}' was not found on PATH; install one "
+                          "(e.g. `apt-get install gcc`) or set CC to its name, or use --backend python")
+    return path
+
+
+def cflags() -> list[str]:
+    extra = os.environ.get("MC2FMU_CFLAGS")
+    return list(CFLAGS) + (extra.split() if extra else [])
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _c_double(v: float) -> str:
+    v = float(v)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    return repr(v)  # shortest round-trip repr: gcc parses it back to the same double
+
+
+def _c_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _array(ctype: str, name: str, values, per_line: int = 4, comment: str = "") -> str:
+    values = list(values)
+    fmt = _c_double if ctype == "double" else (lambda v: str(int(v)))
+    if not values:  # C has no zero-length arrays: a placeholder the sizes never reach
+        values, note = [0], " /* empty */"
+    else:
+        note = ""
+    lines = [", ".join(fmt(v) for v in values[i:i + per_line]) for i in range(0, len(values), per_line)]
+    head = f"/* {comment} */\n" if comment else ""
+    return f"{head}static const {ctype} {name}[{len(values)}] = {{{note}\n    " + ",\n    ".join(lines) + "\n};"
+
+
+def _csr(A: np.ndarray) -> tuple[list[int], list[int], list[float]]:
+    row, col, val = [0], [], []
+    for i in range(A.shape[0]):
+        nz = np.flatnonzero(A[i])
+        col += nz.tolist()
+        val += A[i, nz].tolist()
+        row.append(len(col))
+    return row, col, val
+
+
+def instantiation_token(model_dir: Path, fmi_version: int, interface: str) -> str:
+    h = model_digest(model_dir, f"native fmi{fmi_version} {interface}")
+    return "{" + str(uuid.UUID(hex=h[:32], version=4)) + "}"
+
+
+def manifold_model(artifact) -> ManifoldModel:
+    """The artifact's model, if this backend can generate C for it."""
+    model = artifact.model
+    if not isinstance(model, ManifoldModel):
+        raise ExportError(f"{artifact.path}: the native backend generates C for decoder-manifold models "
+                          f"(the autoencoder reducer); this model is of kind '{model.kind}'; use --backend python")
+    if model.step_map_name not in ("centred", "paper") or model.decoder.activation not in ACTIVATIONS:
+        raise ExportError(f"{artifact.path}: the native backend supports activations {', '.join(ACTIVATIONS)} and "
+                          f"step maps centred/paper; this model has {model.decoder.activation}, {model.step_map_name}")
+    return model
+
+
+def render_model_header(artifact, variables, *, token: str, ident: str, interface: str) -> str:
+    """``mc2fmu_model.h``: the model's data, rendered from the artifact."""
+    model = manifold_model(artifact)
+    m, n_x, n_u = artifact.dof, artifact.layout.size, artifact.n_u
+    bodies = artifact.layout.bodies
+    Ws, bs = list(model.decoder.weights), list(model.decoder.biases)
+    n_layers, n_feat = len(Ws), Ws[0].shape[1]
+    wmax = max([n_feat] + [W.shape[0] for W in Ws])
+    M_row, M_col, M_val = _csr(model.M)
+    f_C = model.f_C.reshape(n_u, n_x, n_x)
+    C_row, C_col, C_val = [], [], []
+    for k in range(n_u):
+        r, c, v = _csr(f_C[k])
+        C_row += [x + len(C_col) for x in r]
+        C_col += c
+        C_val += v
+    if not n_u:
+        C_row = [0] * (n_x + 1)
+    # the output layer folded into the dynamics (exact algebra, float64): with
+    # x = x_mean + S (W_L h + b_L), J = S W_L Jh, H = S W_L Hh, the step needs only
+    # A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L and
+    # c_i = W_L^T S f_C[i] (x_mean + S b_L); see mc2fmu_eval_geometry in mc2fmu_native.h
+    n_h = Ws[-1].shape[1]
+    SW = model.x_scale[:, None] * Ws[-1]
+    x0 = model.x_mean + model.x_scale * bs[-1]
+    A_h = SW.T @ model.M @ SW
+    A_h = (A_h + A_h.T) / 2.0
+    g_h = SW.T @ model.f_g
+    B_h = SW.T @ model.f_B.reshape(n_x, n_u) if n_u else np.zeros((n_h, 0))
+    C_used = [int(np.any(f_C[k] != 0.0)) for k in range(n_u)]
+    CT_h = [(SW.T @ f_C[k] @ SW).T for k in range(n_u)]  # transposed: C_i^T, row-major
+    c_h = [SW.T @ (f_C[k] @ x0) for k in range(n_u)]
+    # spring s spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L, p_s = D_s (x_mean + S b_L) + e_s
+    sp = model.springs
+    n_s = sp.D.shape[0]
+    P_h = sp.D @ SW
+    p_h = sp.D @ x0 + sp.e
+    env = artifact.envelope
+    defines = {
+        "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
+        "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),
+        "MC2FMU_INSTANTIATION_TOKEN": _c_string(token),
+        "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
+        "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
+        "MC2FMU_ACTIVATION": f"{ACTIVATIONS[model.decoder.activation]} /* {model.decoder.activation} */",
+        "MC2FMU_STEP_CENTRED": f"{int(model.step_map_name == 'centred')} /* step map {model.step_map_name} */",
+        "MC2FMU_DT": _c_double(artifact.dt),
+        "MC2FMU_LEAVE_THRESHOLD": _c_double(LEAVE_THRESHOLD),
+        "MC2FMU_HAS_CS": int(interface in ("cs", "both")), "MC2FMU_HAS_ME": int(interface in ("me", "both")),
+    }
+    arrays = [
+        _array("int", "mc2fmu_angle", [int(a) for a in artifact.angles], comment="1: an angle coordinate (cos, sin in)"),
+        _array("double", "mc2fmu_q_mean", model.q_mean),
+        _array("double", "mc2fmu_q_scale", model.q_scale),
+        _array("double", "mc2fmu_x_mean", model.x_mean),
+        _array("double", "mc2fmu_x_scale", model.x_scale),
+        _array("int", "mc2fmu_layer_in", [W.shape[1] for W in Ws], per_line=16),
+        _array("int", "mc2fmu_layer_out", [W.shape[0] for W in Ws], per_line=16),
+    ]
+    for i, (W, b) in enumerate(zip(Ws, bs)):
+        arrays.append(_array("double", f"mc2fmu_WT{i}", W.T.ravel(), comment=f"decoder layer {i}: W^T ({W.shape[1]} x {W.shape[0]})"))
+        arrays.append(_array("double", f"mc2fmu_b{i}", b))
+    arrays.append("static const double *const mc2fmu_WT[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_WT{i}" for i in range(n_layers))))
+    arrays.append("static const double *const mc2fmu_b[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_b{i}" for i in range(n_layers))))
+    arrays += [
+        _array("int", "mc2fmu_M_row", M_row, per_line=16, comment="NC mass matrix M, compressed sparse rows"),
+        _array("int", "mc2fmu_M_col", M_col, per_line=16),
+        _array("double", "mc2fmu_M_val", M_val),
+        _array("double", "mc2fmu_f_g", model.f_g, comment="f = f_g + f_B u + sum_i u_i f_C[i] x"),
+        _array("double", "mc2fmu_f_B", model.f_B.reshape(n_x, n_u).ravel() if n_u else [], comment="f_B, row-major (NX x NU)"),
+        _array("int", "mc2fmu_C_row", C_row, per_line=16, comment="f_C[i], compressed sparse rows, one block of NX + 1 per input"),
+        _array("int", "mc2fmu_C_col", C_col, per_line=16),
+        _array("double", "mc2fmu_C_val", C_val),
+        _array("double", "mc2fmu_A_h", A_h.ravel(), comment="the output layer folded in (NH = last hidden width): "
+               "A = W_L^T S M S W_L (NH x NH, symmetric)"),
+        _array("double", "mc2fmu_g_h", g_h, comment="g = W_L^T S f_g"),
+        _array("double", "mc2fmu_B_h", B_h.ravel() if n_u else [], comment="B = W_L^T S f_B, row-major (NH x NU)"),
+        _array("int", "mc2fmu_C_used", C_used, per_line=16, comment="1: f_C[i] is not zero"),
+        _array("double", "mc2fmu_CT_h", [v for k in range(n_u) for v in CT_h[k].ravel()],
+               comment="C_i^T = (W_L^T S f_C[i] S W_L)^T, row-major, one NH x NH block per input"),
+        _array("double", "mc2fmu_c_h", [v for k in range(n_u) for v in c_h[k]],
+               comment="c_i = W_L^T S f_C[i] (x_mean + S b_L), one NH block per input"),
+    ]
+    if n_s:
+        arrays += [
+            _array("double", "mc2fmu_P_h", P_h.ravel(), comment="springs (NS) folded like the output layer: "
+                   "d_s = P_s h + p_s, P_s = D_s S W_L (3 x NH, row-major)"),
+            _array("double", "mc2fmu_p_h", p_h.ravel(), per_line=3, comment="p_s = D_s (x_mean + S b_L) + e_s"),
+            _array("double", "mc2fmu_spring_k", sp.k, comment="stiffness k_s, N/m"),
+            _array("double", "mc2fmu_spring_c", sp.c, comment="damping c_s, N s/m"),
+            _array("double", "mc2fmu_spring_L0", sp.L0, comment="rest length L0_s, m"),
+        ]
+    arrays += [
+        _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),
+        _array("double", "mc2fmu_body_length", [b.length for b in bodies]),
+        _array("double", "mc2fmu_body_com", [c for b in bodies for c in b.com], per_line=3),
+        _array("double", "mc2fmu_env_lo", env.lower, comment="training envelope of q, qd, u (INFINITY: unbounded)"),
+        _array("double", "mc2fmu_env_hi", env.upper),
+    ]
+    rows = [f"    {{{_c_string(v.name)}, {ROLES[v.role]}, {v.index}, {_c_double(v.start if v.start is not None else 0.0)}}}"
+            for v in variables]
+    arrays.append(f"/* the variables in value-reference order (mc2fmu.fmu_description.fmu_variables) */\n"
+                  f"static const mc2fmu_variable mc2fmu_variables[{len(variables)}] = {{\n" + ",\n".join(rows) + "\n};")
+    return render("native/mc2fmu_model.h.in",
+        model_name=artifact.mechanism.name, mc2fmu_version=__version__,
+        defines="\n".join(f"#define {k} {v}" for k, v in defines.items()), arrays="\n\n".join(arrays))
+
+
+# ------------------------------------------------------------------ building
+
+
+def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token: str, ident: str,
+                  interface: str) -> list[str]:
+    """Write the C sources into ``folder``; returns the file names (the compiled one first)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "mc2fmu_model.h").write_text(render_model_header(artifact, variables, token=token, ident=ident,
+                                                               interface=interface))
+    names = [GLUE[fmi_version], *SHARED_SOURCES]
+    for name in names:
+        shutil.copyfile(template_path(f"native/{name}"), folder / name)
+    return [names[0], "mc2fmu_model.h", *names[1:]]
+
+
+def compile_library(source: Path, out: Path, *, extra: list[str] | None = None) -> list[str]:
+    """Compile one translation unit into a shared library; returns the compiler's warnings."""
+    cmd = [compiler(), *cflags(), "-shared", "-I", str(source.parent), "-I", str(fmi_headers()), *(extra or []),
+           str(source), "-o", str(out), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        first = "\n".join(proc.stderr.strip().splitlines()[:15])
+        raise ExportError(f"{source.name}: the C compiler failed (exit {proc.returncode}):\n{first}\n"
+                          f"command: {' '.join(cmd)}")
+    warnings = [line for line in proc.stderr.splitlines() if "warning:" in line]
+    for w in warnings:
+        log.warning("C compiler: %s", w)
+    return warnings
+
+
+def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_version: int = 2) -> dict[str, float]:
+    """Compile the sources with ``-DMC2FMU_SELFTEST`` and compare the C dynamics with the
+    run-time model (decoder value/J/H, rhs, step map; with springs also their part of the rhs
+    alone) and the C poses with :mod:`mc2fmu.mechanics.rotations` at points spread over the
+    training envelope; returns the largest relative difference of each."""
+    lib_path = work / "selftest.so"
+    compile_library(sources / GLUE[fmi_version], lib_path, extra=["-DMC2FMU_SELFTEST"])
+    lib = ctypes.CDLL(str(lib_path))
+    fn = lib.mc2fmu_selftest
+    fn.restype = ctypes.c_int
+    m, n_x, n_u = artifact.dof, artifact.layout.size, artifact.n_u
+    n_b = len(artifact.layout.bodies)
+    model = manifold_model(artifact)
+    worst = {"decoder": 0.0, "rhs": 0.0, "step": 0.0, "poses": 0.0}
+    springs = len(model.springs) > 0
+    if springs:  # J^T f_spring(x, J qd) alone: a small spring force is checked on its own scale
+        worst["springs"] = 0.0
+
+    def ptr(a):
+        return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+
+    def rel(got, ref):
+        # the same non-finite value on both sides (e.g. a barely trained model whose M_m is not
+        # positive definite at a point) is agreement; any other non-finite difference is not
+        same = (np.isnan(got) & np.isnan(ref)) | (np.isinf(ref) & (got == ref))
+        err = np.where(same, 0.0, np.abs(got - ref) / np.maximum(1.0, np.abs(np.where(same, 0.0, ref))))
+        return float(np.max(err)) if err.size else 0.0
+
+    for p in sample_points(artifact.envelope, model, points, seed=7):
+        q, qd, qp = (np.ascontiguousarray(p[k][0], dtype=np.float64) for k in ("q", "qd", "q_prev"))
+        u = np.ascontiguousarray(p["u"][0] if n_u else np.zeros(1), dtype=np.float64)
+        x, J, H, xv = np.zeros(n_x), np.zeros(n_x * m), np.zeros(n_x * m * m), np.zeros(n_x)
+        qdd, qn, pose, fs = np.zeros(m), np.zeros(m), np.zeros(7 * n_b), np.zeros(m)
+        fn(ptr(q), ptr(qd), ptr(u), ptr(qp), ptr(x), ptr(J), ptr(H), ptr(xv), ptr(qdd), ptr(qn), ptr(pose), ptr(fs))
+        uu = p["u"]
+        rx, rJ, rH = (a[0] for a in model.decode_jh(q[None]))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if springs:
+                worst["springs"] = max(worst["springs"], rel(fs, spring_force(model.terms(q[None], uu), qd[None])[0]))
+        worst["decoder"] = max(worst["decoder"], rel(x, rx), rel(J, rJ.ravel()), rel(H, rH.ravel()),
+                               rel(xv, model.decode(q[None])[0]))
+        worst["rhs"] = max(worst["rhs"], rel(qdd, model.acceleration(q[None], qd[None], uu)[0]))
+        worst["step"] = max(worst["step"], rel(qn, model.step(qp[None], q[None], uu)[0]))
+        origin, rotation = poses_from_nc(artifact.layout, xv[None])
+        ref_pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
+        worst["poses"] = max(worst["poses"], rel(pose, ref_pose))
+    for name, err in worst.items():
+        log.info("native %s: max |C - reference| = %.1e (relative)", name, err)
+        if not err <= TOLERANCE:
+            raise ExportError(f"the generated C code's {name} differs from the reference by {err:.2e} (tolerance "
+                              f"{TOLERANCE:g}); this is a bug in the native backend, please report it with the model")
+    return worst
+
+
+def build_description(ident: str, source: str) -> bytes:
+    """FMI 3 ``sources/buildDescription.xml``: one C99 translation unit."""
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<fmiBuildDescription fmiVersion="3.0">\n'
+            f'  <BuildConfiguration modelIdentifier="{ident}">\n'
+            f'    <SourceFileSet language="C99">\n'
+            f'      <SourceFile name="{source}"/>\n'
+            f'    </SourceFileSet>\n'
+            f'    <Library name="m"/>\n'
+            f'  </BuildConfiguration>\n'
+            f'</fmiBuildDescription>\n').encode()
+
+
+def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
+                  interface: str = "cs") -> dict[str, Any]:
+    """The ``native`` entry of :data:`mc2fmu.fmu.export.BACKENDS`."""
+    me, cs = interface in ("me", "both"), interface in ("cs", "both")
+    manifold_model(artifact)
+    variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3)
+    ident = model_identifier(artifact.mechanism.name)
+    token = instantiation_token(model_dir, fmi_version, interface)
+    sources = work / "sources"
+    files = write_sources(artifact, variables, sources, fmi_version=fmi_version, token=token, ident=ident,
+                          interface=interface)
+    folder, suffix = platform_folder(fmi_version)
+    binary = work / f"{ident}{suffix}"
+    warnings = compile_library(sources / files[0], binary)
+    checks = self_check(artifact, sources, work, fmi_version=fmi_version)
+    common = dict(
+        model_name=artifact.mechanism.name, model_identifier=ident, description=artifact.description,
+        generation_tool=f"mc2fmu {__version__} (native backend)", stop_time=artifact.stop_time,
+        step_size=artifact.dt, log_categories=LOG_CATEGORIES, co_simulation=cs, model_exchange=me)
+    if fmi_version == 2:
+        # FMI 2 SourceFiles: the files to compile (C sources only; the headers sit beside them)
+        xml = model_description_fmi2(variables, guid=token, source_files=files[:1], **common)
+    else:
+        xml = model_description_fmi3(variables, instantiation_token=token, **common)
+    members = {"modelDescription.xml": xml, f"binaries/{folder}/{ident}{suffix}": binary.read_bytes()}
+    for name in files:
+        members[f"sources/{name}"] = (sources / name).read_bytes()
+    if fmi_version == 3:
+        members["sources/buildDescription.xml"] = build_description(ident, files[0])
+    members.update(artifact_members(model_dir))
+    write_zip(out, members, executable=("binaries/",))
+    return {"native_max_difference": checks, "model_identifier": ident, "instantiation_token": token,
+            "compiler": compiler(), "cflags": cflags(), "compiler_warnings": warnings, "variables": len(variables),
+            "sources": [f"sources/{n}" for n in files]}

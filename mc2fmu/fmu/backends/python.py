@@ -1,0 +1,70 @@
+"""The ``python`` FMU backend: FMI 2.0 co-simulation with pythonfmu and onnxruntime.
+
+The slave script is rendered from ``templates/pythonfmu_slave.py.in`` and runs the model's
+ONNX graphs (the autoencoder reducer stores them in the artifact, checked against torch)
+with onnxruntime; the importing process must provide Python with numpy and onnxruntime.
+pythonfmu's builder imports the script to read it, so it runs in a child process: nothing
+of it stays in the exporting process.  Its modelDescription.xml is replaced by ours
+(:mod:`mc2fmu.fmu.description`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+from ... import __version__
+from ...errors import ExportError
+from ...files import write_zip
+from ...mechanics import rotations
+from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, runtime_config
+from ..description import fmu_variables, model_description_fmi2
+
+#: the graphs the slave runs, as the artifact's resources name them
+GRAPHS = ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx")
+
+
+def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
+                  interface: str = "cs") -> dict[str, Any]:
+    if fmi_version != 2 or interface != "cs":
+        raise ExportError(f"--fmi {fmi_version} --interface {interface}: the python backend (pythonfmu) writes FMI 2.0 "
+                          "co-simulation only; use --backend native for FMI 3.0 or model exchange")
+    missing = [g for g in GRAPHS if g not in artifact.model.resources]
+    if missing:
+        raise ExportError(f"{model_dir}: the model has no ONNX graphs ({', '.join(missing)} missing; the "
+                          f"'{artifact.reducer}' reducer does not make them); use --backend native")
+    cfg = runtime_config(artifact)
+    ident = cfg["model_identifier"]
+    module = f"{ident}_{model_digest(model_dir)[:12]}"
+    project = work / "project"
+    project.mkdir()
+    (project / "fmu.json").write_text(json.dumps(cfg, indent=1))
+    (project / "mc2fmu_rotations.py").write_bytes(Path(rotations.__file__).read_bytes())
+    # the model artifact, as resources/model/ (pythonfmu copies a folder under its name)
+    shutil.copytree(model_dir, project / MODEL_PREFIX.removeprefix("resources/").rstrip("/"))
+    script = work / f"{module}.py"
+    script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
+                             mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/")))
+    built = work / "pythonfmu.fmu"
+    cmd = [sys.executable, "-m", "pythonfmu", "build", "-f", str(script), "-d", str(built), "--no-external-tool",
+           "--handle-state", "--serialize-state", *map(str, sorted(project.iterdir()))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
+    if proc.returncode != 0 or not built.exists():
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise ExportError(f"pythonfmu could not build the FMU (exit {proc.returncode}):\n{tail}")
+    with zipfile.ZipFile(built) as z:
+        members = {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
+    guid = ElementTree.fromstring(members["modelDescription.xml"]).get("guid")
+    members["modelDescription.xml"] = model_description_fmi2(
+        fmu_variables(artifact), model_name=artifact.mechanism.name, model_identifier=ident, guid=guid,
+        description=artifact.description, generation_tool=f"mc2fmu {__version__} (pythonfmu backend)",
+        stop_time=cfg["stop_time"], step_size=cfg["dt"], log_categories=LOG_CATEGORIES)
+    write_zip(out, members)
+    return {"onnx_max_difference": artifact.training.get("onnx_max_difference", {}), "module": module,
+            "model_identifier": ident}

@@ -1,0 +1,74 @@
+"""What both FMU backends share: the templates (package data), identifiers, the runtime
+configuration, the embedded model artifact and the log categories."""
+
+from __future__ import annotations
+
+import re
+import string
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import ExportError
+from ..files import digest, json_safe
+from ..reduced.artifact import FILES as ARTIFACT_FILES
+from ..reduced.envelope import LEAVE_THRESHOLD
+from .description import fmu_variables
+
+#: where an mc2fmu FMU carries its model artifact (what `mc2fmu validate` and `simulate` read)
+MODEL_PREFIX = "resources/model/"
+LOG_CATEGORIES = {
+    "logStatusWarning": "Warnings, e.g. the model leaving its training envelope.",
+    "logStatusDiscard": "Steps the FMU could not take.",
+    "logStatusError": "Errors: non-finite inputs, a failed step.",
+    "logStatusFatal": "Fatal errors.",
+    "logAll": "All messages.",
+}
+
+
+def template_path(name: str) -> Path:
+    """A template shipped inside the package (``mc2fmu/fmu/templates/``)."""
+    path = Path(str(resources.files("mc2fmu.fmu") / "templates" / name))
+    if not path.exists():
+        raise ExportError(f"{path}: template missing; the mc2fmu installation is incomplete (reinstall it)")
+    return path
+
+
+def render(name: str, **values: Any) -> str:
+    return string.Template(template_path(name).read_text()).substitute(**values)
+
+
+def model_identifier(name: str) -> str:
+    """A C identifier for the FMU (``modelIdentifier``, binary and class name)."""
+    return "mc2fmu_" + re.sub(r"\W", "_", name)
+
+
+def model_digest(model_dir: Path, *extra: str) -> str:
+    """A hash of the model's files (and ``extra``): names that must differ between models."""
+    return digest(__version__, *extra, *((Path(model_dir) / n).read_bytes() for n in ARTIFACT_FILES))
+
+
+def artifact_members(model_dir: Path) -> dict[str, bytes]:
+    """The model directory's files as FMU members under :data:`MODEL_PREFIX`."""
+    model_dir = Path(model_dir)
+    return {MODEL_PREFIX + p.relative_to(model_dir).as_posix(): p.read_bytes()
+            for p in sorted(model_dir.rglob("*")) if p.is_file()}
+
+
+def runtime_config(artifact) -> dict[str, Any]:
+    """``fmu.json``: everything model-specific the python backend's runtime reads."""
+    env = artifact.envelope
+    return {
+        "model_identifier": model_identifier(artifact.mechanism.name),
+        "mechanism": artifact.mechanism.name,
+        "dt": artifact.dt,
+        "stop_time": artifact.stop_time,
+        "dof": artifact.dof,
+        "n_inputs": artifact.n_u,
+        "bodies": [{"name": b.name, "offset": b.offset, "length": b.length, "com": list(b.com)}
+                   for b in artifact.layout.bodies],
+        "envelope": json_safe({"lower": env.lower.tolist(), "upper": env.upper.tolist(), "leave_threshold": LEAVE_THRESHOLD}),
+        "variables": [v.to_dict() for v in fmu_variables(artifact)],
+        "mc2fmu_version": __version__,
+    }

@@ -1,0 +1,68 @@
+"""``mc2fmu export``: a model directory -> an FMU, by one of the backends of :data:`BACKENDS`.
+
+* ``python``: FMI 2.0 co-simulation with pythonfmu; runs the model's ONNX graphs with
+  onnxruntime in the importing Python (:mod:`.backends.python`);
+* ``native``: generated C99, compiled here; FMI 2.0 and 3.0, co-simulation, model exchange or
+  both; the importer needs no Python (:mod:`.backends.native`).
+
+Both write the model description from the one variable list (:mod:`.description`) and embed
+the model artifact (``resources/model/``).  The FMU file is written atomically: a complete
+FMU or nothing.  Importing this module imports neither torch nor onnx; a backend is imported
+when it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import ExportError
+from ..files import atomic_output
+from ..reduced.artifact import load_artifact
+from .description import fmu_variables
+
+log = logging.getLogger(__name__)
+
+#: backend name -> (description, "module:function"); the function takes
+#: (artifact, model_dir, work_dir, out_path, fmi_version=, interface=) and returns a summary
+BACKENDS = {
+    "python": ("pythonfmu + onnxruntime, FMI 2 co-simulation", "mc2fmu.fmu.backends.python:export_python"),
+    "native": ("generated C compiled with $CC, FMI 2/3, co-simulation and/or model exchange",
+               "mc2fmu.fmu.backends.native:export_native"),
+}
+FMI_VERSIONS = (2, 3)
+INTERFACES = {"cs": "co-simulation", "me": "model exchange", "both": "co-simulation and model exchange"}
+
+
+def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: str = "python", fmi_version: int = 2,
+               interface: str = "cs") -> dict[str, Any]:
+    """Write ``out`` (.fmu) from a model directory; returns a summary.
+
+    ``interface``: ``cs`` (co-simulation), ``me`` (model exchange) or ``both``.
+    """
+    problems = []
+    if fmi_version not in FMI_VERSIONS:
+        problems.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
+    if interface not in INTERFACES:
+        problems.append(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
+    out = Path(out)
+    if out.suffix != ".fmu":
+        problems.append(f"{out}: an FMU file name must end in .fmu")
+    if backend not in BACKENDS:
+        problems.append(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
+    if problems:
+        raise ExportError(problems)
+    model_dir = Path(model_dir)
+    artifact = load_artifact(model_dir)
+    module, _, func = BACKENDS[backend][1].partition(":")
+    exporter = getattr(importlib.import_module(module), func)
+    with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:
+        summary = exporter(artifact, model_dir, Path(tmp), Path(tmp_out), fmi_version=fmi_version, interface=interface)
+    summary.setdefault("variables", len(fmu_variables(artifact)))
+    summary.update({"fmu": str(out), "backend": backend, "fmi_version": fmi_version, "interface": interface})
+    log.info("wrote %s (%s backend)", out, backend)
+    return summary

@@ -1,0 +1,433 @@
+"""The mechanism description: bodies (mass, COM, inertia), gravity, input channels, springs.
+
+A public contract, read from TOML (or JSON with the same keys)::
+
+    name = "four_bar"
+    gravity = [0.0, -9.81, 0.0]          # m/s^2, global frame (default [0, 0, 0])
+
+    [[bodies]]                           # every moving rigid body; the ground is implicit
+    name = "crank"                       # identifier: [A-Za-z_][A-Za-z0-9_]*
+    mass = 2.35                          # kg, > 0
+    com = [0.1, 0.0, 0.0]                # centre of mass in the body frame, m (default: origin)
+    inertia = [0.01, 0.02, 0.02]         # about the COM in body axes, kg m^2: 3 principal
+                                         # values or a full symmetric 3x3
+
+    [[inputs]]                           # excitation channels; they become the FMU's inputs
+    name = "tau"
+    kind = "torque"                      # "force" or "torque"
+    body = "crank"
+    direction = [0, 0, 1]                # global frame; the channel value is the magnitude
+    # kind = "force" also needs: point = [x, y, z]  (application point in the body frame, m)
+
+    [[springs]]                          # linear spring-dampers between two points (optional)
+    name = "strut"
+    body_a = "upper_damper"              # a body, or "ground"
+    point_a = [0.0, 0.0, 0.0]            # in body_a's frame (global frame for "ground"), m
+    body_b = "lower_damper"              # a body, or "ground" (not the same as body_a)
+    point_b = [0.0, 0.0, 0.0]
+    stiffness = 2000.0                   # N/m, >= 0
+    damping = 50.0                       # N s/m, >= 0 (default 0)
+    length = 0.40                        # rest length, m, > 0
+
+    With ``d = p_a - p_b``, ``l = |d|``, ``n = d / l`` and ``ldot = n . (v_a - v_b)``, the
+    tension ``T = stiffness (l - length) + damping ldot`` pulls point a by ``-T n`` and point
+    b by ``+T n``.  Springs are part of the model (the FMU evaluates them), not inputs.
+
+:func:`load_mechanism` validates everything and raises one :class:`MechanismError`
+listing every problem, each naming the file, the item and the rule.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import math
+import os
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import MechanismError
+
+log = logging.getLogger(__name__)
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INPUT_KINDS = ("force", "torque")
+GROUND = "ground"
+#: relative slack on the inertia triangle inequality (J1 <= J2 + J3) and symmetry checks
+INERTIA_RTOL = 1e-9
+#: a direction whose length differs from 1 by more than this is normalised with a warning
+DIRECTION_TOL = 1e-9
+
+_TOP_KEYS = {"name", "gravity", "bodies", "inputs", "springs"}
+_BODY_KEYS = {"name", "mass", "com", "inertia"}
+_INPUT_KEYS = {"name", "kind", "body", "direction", "point"}
+_SPRING_KEYS = {"name", "body_a", "point_a", "body_b", "point_b", "stiffness", "damping", "length"}
+
+
+@dataclass(frozen=True)
+class Body:
+    name: str
+    mass: float
+    com: np.ndarray = field(repr=False)  # (3,) body frame
+    inertia: np.ndarray = field(repr=False)  # (3, 3) about the COM, body axes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "mass": self.mass, "com": self.com.tolist(), "inertia": self.inertia.tolist()}
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    kind: str  # "force" | "torque"
+    body: str
+    direction: np.ndarray = field(repr=False)  # (3,) unit, global frame
+    point: np.ndarray | None = field(default=None, repr=False)  # (3,) body frame, forces only
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"name": self.name, "kind": self.kind, "body": self.body, "direction": self.direction.tolist()}
+        if self.point is not None:
+            d["point"] = self.point.tolist()
+        return d
+
+
+@dataclass(frozen=True)
+class Spring:
+    name: str
+    body_a: str  # a body name or "ground"
+    point_a: np.ndarray = field(repr=False)  # (3,) body_a frame (global for the ground)
+    body_b: str
+    point_b: np.ndarray = field(repr=False)
+    stiffness: float = 0.0  # N/m
+    damping: float = 0.0  # N s/m
+    length: float = 1.0  # rest length, m
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "body_a": self.body_a, "point_a": self.point_a.tolist(), "body_b": self.body_b,
+                "point_b": self.point_b.tolist(), "stiffness": self.stiffness, "damping": self.damping,
+                "length": self.length}
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    name: str
+    gravity: np.ndarray = field(repr=False)  # (3,)
+    bodies: tuple[Body, ...]
+    inputs: tuple[Input, ...]
+    source: str = ""
+    springs: tuple[Spring, ...] = ()
+
+    @property
+    def body_names(self) -> list[str]:
+        return [b.name for b in self.bodies]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [u.name for u in self.inputs]
+
+    def body_index(self, name: str) -> int:
+        return self.body_names.index(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The description as plain JSON-able data; ``mechanism_from_dict`` reads it back."""
+        d = {
+            "name": self.name,
+            "gravity": self.gravity.tolist(),
+            "bodies": [b.to_dict() for b in self.bodies],
+            "inputs": [u.to_dict() for u in self.inputs],
+        }
+        if self.springs:
+            d["springs"] = [s.to_dict() for s in self.springs]
+        return d
+
+
+def mechanism_toml(data: dict[str, Any], header: Sequence[str] = ()) -> str:
+    """A mechanism description (the dict form) as TOML in the documented layout.
+
+    The standard library reads TOML but does not write it; floats are written with ``repr``,
+    the shortest text that reads back to the same value.  ``header`` lines become comments.
+    """
+    lines = [f"# {h}".rstrip() for h in header]
+    if lines:
+        lines.append("")
+    lines += [f"name = {_toml_value(data['name'])}", f"gravity = {_toml_value(data.get('gravity', [0.0, 0.0, 0.0]))}"]
+    for table in ("bodies", "inputs", "springs"):
+        for row in data.get(table, []):
+            lines += ["", f"[[{table}]]"] + [f"{key} = {_toml_value(value)}" for key, value in row.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write {value} to TOML")
+        return repr(float(value))
+    return str(int(value)) if isinstance(value, np.integer) else str(value)
+
+
+def load_mechanism(path: str | os.PathLike) -> Mechanism:
+    """Read and validate a mechanism file (``.toml`` or ``.json``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MechanismError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MechanismError(f"{path}: cannot read ({exc})") from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise MechanismError(f"{path}: line {exc.lineno}, column {exc.colno}: malformed JSON: {exc.msg}") from None
+    elif path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise MechanismError(f"{path}: malformed TOML: {_toml_message(exc)}") from None
+    else:
+        raise MechanismError(f"{path}: unknown mechanism file type '{path.suffix}'; use .toml or .json")
+    return mechanism_from_dict(data, source=str(path))
+
+
+def _toml_message(exc: tomllib.TOMLDecodeError) -> str:
+    # tomllib says "... (at line 7, column 12)"; lead with the line so it reads like the JSON case.
+    msg = str(exc)
+    m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    if m:
+        return f"line {m[1]}, column {m[2]}: {msg[: m.start()].strip()}"
+    return msg
+
+
+def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
+    """Validate a parsed mechanism description; every problem is collected before raising."""
+    problems: list[str] = []
+
+    def bad(item: str, rule: str) -> None:
+        problems.append(f"{source}: {item}: {rule}")
+
+    if not isinstance(data, dict):
+        raise MechanismError(f"{source}: the top level must be a table/object with keys {sorted(_TOP_KEYS)}")
+    _unknown_keys(data, _TOP_KEYS, "top level", bad)
+
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not IDENTIFIER.match(name):
+        bad("name", f"{name!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
+    gravity = _vector(data.get("gravity", [0.0, 0.0, 0.0]), "gravity", bad)
+
+    bodies: list[Body] = []
+    raw_bodies = data.get("bodies")
+    if not isinstance(raw_bodies, list) or not raw_bodies:
+        bad("bodies", "at least one [[bodies]] entry is needed (the ground is implicit)")
+        raw_bodies = []
+    seen: set[str] = set()
+    for i, rb in enumerate(raw_bodies):
+        item = f"bodies[{i}]"
+        if not isinstance(rb, dict):
+            bad(item, "must be a table with keys name, mass, com, inertia")
+            continue
+        bname = rb.get("name")
+        if isinstance(bname, str):
+            item = f"body '{bname}'"
+        misspelt = _unknown_keys(rb, _BODY_KEYS, item, bad)
+        _check_name(bname, seen, "body", item, bad)
+        mass = rb.get("mass")
+        if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not math.isfinite(mass):
+            bad(item, f"mass {mass!r} must be a finite number in kg")
+            mass = None
+        elif mass <= 0:
+            bad(item, f"mass {mass} must be > 0 kg")
+            mass = None
+        com = _vector(rb.get("com", [0.0, 0.0, 0.0]), f"{item} com", bad)
+        if "inertia" not in rb:
+            if "inertia" not in misspelt:
+                bad(item, "inertia is missing; give 3 principal values [Jxx, Jyy, Jzz] about the COM or a symmetric 3x3")
+            inertia = None
+        else:
+            inertia = _inertia(rb["inertia"], item, bad)
+        if mass is not None and com is not None and inertia is not None and isinstance(bname, str):
+            bodies.append(Body(bname, float(mass), com, inertia))
+
+    inputs: list[Input] = []
+    raw_inputs = data.get("inputs", [])
+    if not isinstance(raw_inputs, list):
+        bad("inputs", "must be a list of [[inputs]] tables")
+        raw_inputs = []
+    seen_inputs: set[str] = set()
+    body_names = {b.get("name") for b in raw_bodies if isinstance(b, dict)}
+    for i, ri in enumerate(raw_inputs):
+        item = f"inputs[{i}]"
+        if not isinstance(ri, dict):
+            bad(item, "must be a table with keys name, kind, body, direction (and point for a force)")
+            continue
+        iname = ri.get("name")
+        if isinstance(iname, str):
+            item = f"input '{iname}'"
+        _unknown_keys(ri, _INPUT_KEYS, item, bad)
+        _check_name(iname, seen_inputs, "input", item, bad, reserved={"time": "the time column of a run"})
+        kind = ri.get("kind")
+        if kind not in INPUT_KINDS:
+            bad(item, f"kind {kind!r} must be one of {', '.join(INPUT_KINDS)}")
+        body = ri.get("body")
+        if body not in body_names:
+            bad(item, f"body {body!r} is not a body of this mechanism ({', '.join(sorted(str(b) for b in body_names))})")
+        direction = _vector(ri.get("direction"), f"{item} direction", bad)
+        if direction is not None:
+            norm = float(np.linalg.norm(direction))
+            if norm == 0.0:
+                bad(item, "direction must be a non-zero vector (global frame)")
+                direction = None
+            else:
+                if abs(norm - 1.0) > DIRECTION_TOL:
+                    log.warning("%s: %s: direction has length %.6g; normalised to a unit vector "
+                                "(the channel value is the load's magnitude)", source, item, norm)
+                direction = direction / norm
+        point = None
+        if kind == "force":
+            if "point" not in ri:
+                bad(item, "a force needs point = [x, y, z], its application point in the body frame (m)")
+            else:
+                point = _vector(ri["point"], f"{item} point", bad)
+        elif kind == "torque" and "point" in ri:
+            bad(item, "a torque has no application point; remove 'point' (or use kind = \"force\")")
+        if isinstance(iname, str) and kind in INPUT_KINDS and body in body_names and direction is not None \
+                and (kind == "torque" or point is not None):
+            inputs.append(Input(iname, kind, body, direction, point))
+
+    springs = _springs(data.get("springs", []), body_names, bad)
+    if problems:
+        raise MechanismError(problems)
+    return Mechanism(str(name), gravity, tuple(bodies), tuple(inputs), source=source, springs=tuple(springs))
+
+
+def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
+    springs: list[Spring] = []
+    if not isinstance(raw, list):
+        bad("springs", "must be a list of [[springs]] tables")
+        return springs
+    seen: set[str] = set()
+    ends = sorted(str(b) for b in body_names) + [GROUND]
+    for i, rs in enumerate(raw):
+        item = f"springs[{i}]"
+        if not isinstance(rs, dict):
+            bad(item, f"must be a table with keys {', '.join(sorted(_SPRING_KEYS))}")
+            continue
+        sname = rs.get("name")
+        if isinstance(sname, str):
+            item = f"spring '{sname}'"
+        _unknown_keys(rs, _SPRING_KEYS, item, bad)
+        _check_name(sname, seen, "spring", item, bad)
+        ok = isinstance(sname, str)
+        points = {}
+        for end in ("a", "b"):
+            body = rs.get(f"body_{end}")
+            if body != GROUND and body not in body_names:
+                bad(item, f"body_{end} {body!r} is not a body of this mechanism nor \"{GROUND}\" ({', '.join(ends)})")
+                ok = False
+            if f"point_{end}" not in rs:
+                frame = "global frame" if body == GROUND else f"frame of body_{end}"
+                bad(item, f"point_{end} = [x, y, z] is missing: the attachment point in the {frame}, m")
+                ok = False
+            else:
+                points[end] = _vector(rs[f"point_{end}"], f"{item} point_{end}", bad)
+                ok = ok and points[end] is not None
+        if rs.get("body_a") == rs.get("body_b") and rs.get("body_a") is not None:
+            bad(item, f"body_a and body_b are both {rs.get('body_a')!r}; a spring connects two different bodies "
+                      f"(or a body and the ground)")
+            ok = False
+        values = {}
+        for key, unit, positive in (("stiffness", "N/m", False), ("damping", "N s/m", False), ("length", "m", True)):
+            v = rs.get(key, 0.0 if key == "damping" else None)
+            if v is None:
+                bad(item, f"{key} is missing ({unit})")
+                ok = False
+            elif not _is_number(v) or v < 0 or (positive and v == 0):
+                bad(item, f"{key} {v!r} must be a finite number {'> 0' if positive else '>= 0'} {unit}")
+                ok = False
+            else:
+                values[key] = float(v)
+        if ok:
+            springs.append(Spring(sname, rs["body_a"], points["a"], rs["body_b"], points["b"], **values))
+    return springs
+
+
+def _check_name(name: Any, seen: set[str], what: str, item: str, bad, reserved: dict[str, str] | None = None) -> None:
+    """An identifier, unique among its kind and not reserved; records it in ``seen``."""
+    if not isinstance(name, str) or not IDENTIFIER.match(name):
+        bad(item, f"name {name!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
+    elif name in seen:
+        bad(item, f"the name is used by another {what}; {what} names must be unique")
+    elif reserved and name in reserved:
+        bad(item, f"'{name}' is {reserved[name]}; choose another {what} name")
+    else:
+        seen.add(name)
+
+
+def _unknown_keys(table: dict, valid: set[str], item: str, bad) -> set[str]:
+    """Report unknown keys (with a did-you-mean); return the valid keys they probably meant."""
+    meant = set()
+    for key in sorted(set(table) - valid):
+        close = difflib.get_close_matches(key, sorted(valid), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        bad(item, f"unknown key '{key}'; {hint}valid keys are {', '.join(sorted(valid))}")
+        meant.update(c for c in close if c not in table)
+    return meant
+
+
+def _vector(value: Any, item: str, bad) -> np.ndarray | None:
+    if not isinstance(value, (list, tuple)) or len(value) != 3 or not all(_is_number(v) for v in value):
+        bad(item, f"{value!r} must be a list of 3 finite numbers")
+        return None
+    return np.array(value, dtype=np.float64)
+
+
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _inertia(value: Any, item: str, bad) -> np.ndarray | None:
+    """A 3x3 inertia tensor from 3 principal values or a symmetric matrix, checked physically."""
+    if isinstance(value, (list, tuple)) and len(value) == 3 and all(_is_number(v) for v in value):
+        J = np.diag(np.array(value, dtype=np.float64))
+    elif (
+        isinstance(value, (list, tuple))
+        and len(value) == 3
+        and all(isinstance(r, (list, tuple)) and len(r) == 3 and all(_is_number(v) for v in r) for r in value)
+    ):
+        J = np.array(value, dtype=np.float64)
+        asym = np.abs(J - J.T).max()
+        if asym > INERTIA_RTOL * max(np.abs(J).max(), 1e-300):
+            bad(item, f"inertia matrix is not symmetric (max |J - J^T| = {asym:.3g}); give a symmetric 3x3")
+            return None
+        J = 0.5 * (J + J.T)
+    else:
+        bad(item, f"inertia {value!r} must be 3 principal values [Jxx, Jyy, Jzz] or a symmetric 3x3 [[..],[..],[..]]")
+        return None
+    eig = np.linalg.eigvalsh(J)
+    scale = max(float(eig.max()), 1e-300)
+    if eig[0] < -INERTIA_RTOL * scale:
+        bad(item, f"inertia has a negative principal value {eig[0]:.6g} kg m^2; principal moments must be >= 0")
+        return None
+    # Principal moments of a real body satisfy J1 <= J2 + J3 (equality: a flat plate or a rod).
+    e = np.sort(np.clip(eig, 0.0, None))
+    if e[2] > e[0] + e[1] + INERTIA_RTOL * scale:
+        bad(
+            item,
+            f"inertia principal values {e[0]:.6g}, {e[1]:.6g}, {e[2]:.6g} violate the triangle inequality "
+            f"({e[2]:.6g} > {e[0]:.6g} + {e[1]:.6g}); no rigid body has them: check units and axes",
+        )
+        return None
+    return J

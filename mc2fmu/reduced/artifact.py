@@ -1,0 +1,329 @@
+"""The model artifact: a directory every stage after training reads, written and read here only.
+
+Layout (format :data:`FORMAT` version :data:`FORMAT_VERSION`)::
+
+    MODEL_DIR/model.json      the schema below (strict JSON)
+    MODEL_DIR/arrays.npz      the reduced model's arrays by name (float64; no pickles)
+    MODEL_DIR/resources/...   the reduced model's extra files (e.g. its ONNX graphs)
+
+``model.json`` keys: ``format``, ``version``, ``reducer`` (the registry name that trained it),
+``kind`` (the run-time model kind, :data:`mc2fmu.reduced.model.MODEL_KINDS`), ``mechanism``,
+``layout`` (the NC layout), ``dof``, ``dt``, ``angles``, ``coordinates`` (the names of known
+minimal coordinates; empty when they were learnt), ``envelope``, ``initial_state`` (``q``,
+``qd``, ``u`` of the first training run), ``training`` (runs, samples, duration, metrics, the
+reducer's options), ``versions``, ``model`` (the run-time model's own parameters),
+``arrays`` (name -> shape) and ``resources`` (file names).
+
+:func:`load_artifact` refuses another format version, a missing key, a value of the wrong
+type and an array of the wrong shape, each with a message naming the file, the key and the
+fix.  Reading imports neither torch nor onnx.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import ModelError
+from ..files import atomic_directory, json_safe
+from ..mechanics.mechanism import Mechanism, mechanism_from_dict
+from ..mechanics.natural import NCLayout, finite_difference_velocity
+from .envelope import Envelope
+from .manifold import unwrap_angles
+from .model import MODEL_KINDS, ReducedModel
+
+FORMAT = "mc2fmu-model"
+FORMAT_VERSION = 2
+FILES = ("model.json", "arrays.npz")
+RETRAIN = "re-create it with `mc2fmu train`"
+
+
+@dataclass(frozen=True)
+class InitialState:
+    """The default start of a simulation: the first training run's initial state."""
+
+    q: tuple[float, ...]
+    qd: tuple[float, ...]
+    u: tuple[float, ...]
+
+    def to_dict(self) -> dict:
+        return {"q": list(self.q), "qd": list(self.qd), "u": list(self.u)}
+
+
+@dataclass(frozen=True)
+class ModelArtifact:
+    """A trained reduced model with everything the later stages need to use it."""
+
+    reducer: str
+    mechanism: Mechanism
+    layout: NCLayout
+    dt: float
+    angles: tuple[bool, ...]
+    coordinates: tuple[str, ...]
+    envelope: Envelope
+    initial_state: InitialState
+    training: dict[str, Any]
+    model: ReducedModel
+    versions: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    @property
+    def dof(self) -> int:
+        return len(self.angles)
+
+    @property
+    def n_u(self) -> int:
+        return len(self.mechanism.inputs)
+
+    @property
+    def mode(self) -> str:
+        """``known`` (named minimal coordinates) or ``learnt``."""
+        return "known" if self.coordinates else "learnt"
+
+    @property
+    def stop_time(self) -> float:
+        """The first training run's length: the FMU's default experiment."""
+        return float(self.training.get("duration", 0.0))
+
+    @property
+    def description(self) -> str:
+        step = getattr(self.model, "step_map_name", "")
+        coords = f"known coordinates {', '.join(self.coordinates)}" if self.coordinates else "learnt coordinates"
+        return (f"mc2fmu reduced model of '{self.mechanism.name}': {self.dof} minimal coordinate(s), "
+                f"{self.reducer}, {coords}" + (f", step map {step}" if step else ""))
+
+    def encode_series(self, x: np.ndarray) -> np.ndarray:
+        """``q`` (n_t, m) of a time series of ``x``, angle-type columns unwrapped in time."""
+        return unwrap_angles(self.model.encode(x), self.angles)
+
+    def decode(self, q: np.ndarray) -> np.ndarray:
+        return self.model.decode(q)
+
+    def initial_state_of(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(q0, qd0)`` of a run from its first three NC samples (``qd0`` by a second-order
+        one-sided difference), exactly as an FMU is started with ``q_start``/``qd_start``."""
+        q = self.encode_series(x[:3])
+        return q[0], finite_difference_velocity(q, self.dt)[0]
+
+    def check_mechanism(self, mechanism: Mechanism, source: str | os.PathLike) -> None:
+        """The one rule for "this run belongs to this model": its mechanism file describes the
+        mechanism the model was trained on (bodies, inputs, masses, inertias, loads, springs)."""
+        mine = json.dumps(self.mechanism.to_dict(), sort_keys=True)
+        if json.dumps(mechanism.to_dict(), sort_keys=True) != mine:
+            theirs = mechanism.to_dict()
+            diff = [k for k in sorted(set(theirs) | set(self.mechanism.to_dict()))
+                    if theirs.get(k) != self.mechanism.to_dict().get(k)]
+            raise ModelError(f"{source}: differs from the mechanism the model was trained on (in: {', '.join(diff)}; "
+                             f"the model has bodies {self.mechanism.body_names}, inputs {self.mechanism.input_names}); "
+                             "use the mechanism file the model was trained with")
+
+    def check_step(self, dt: float, source: str | os.PathLike) -> None:
+        if abs(dt - self.dt) > 1e-9 * self.dt:
+            raise ModelError(f"{source}: sample step {dt:g} s differs from the model's step {self.dt:g} s; "
+                             "resample the run to the model's step")
+
+
+def _versions() -> dict[str, str]:
+    return {"mc2fmu": __version__, "numpy": np.__version__, "python": platform.python_version()}
+
+
+def describe_training_data(model: ReducedModel, runs) -> tuple[Envelope, InitialState]:
+    """Envelope of the training runs (``q``, ``qd``, ``u`` and the round-trip error) and the
+    first run's initial state."""
+    qs, qds, us, rt = [], [], [], 0.0
+    first = None
+    for run in runs:
+        q = unwrap_angles(model.encode(run.x), model.angles)
+        qd = finite_difference_velocity(q, model.dt)
+        rt = max(rt, float(np.abs(model.decode(q) - run.x).max()))
+        qs.append(q)
+        qds.append(qd)
+        us.append(run.u)
+        if first is None:
+            first = InitialState(tuple(q[0].tolist()), tuple(qd[0].tolist()), tuple(run.u[0].tolist()))
+    env = Envelope.from_data(np.concatenate(qs), np.concatenate(qds), np.concatenate(us), rt, list(model.angles))
+    return env, first
+
+
+def build_artifact(reducer: str, model: ReducedModel, dataset, coordinates=(), training: dict | None = None,
+                   versions: dict | None = None) -> ModelArtifact:
+    """The artifact of a model trained on ``dataset`` (envelope and initial state from its runs)."""
+    envelope, initial = describe_training_data(model, dataset.runs())
+    first = dataset.run(0)
+    info = {"runs": list(dataset.run_names), "samples": int(len(dataset.t)),
+            "duration": float(first.t[-1] - first.t[0]), **(training or {})}
+    return ModelArtifact(reducer, dataset.mechanism, dataset.layout, float(model.dt), tuple(model.angles),
+                         tuple(coordinates), envelope, initial, info, model, {**_versions(), **(versions or {})})
+
+
+def to_json(art: ModelArtifact) -> dict[str, Any]:
+    params, arrays = art.model.to_saved()
+    return json_safe({
+        "format": FORMAT, "version": FORMAT_VERSION, "reducer": art.reducer, "kind": art.model.kind,
+        "mechanism": art.mechanism.to_dict(), "layout": art.layout.to_dict(), "dof": art.dof, "dt": art.dt,
+        "angles": list(art.angles), "coordinates": list(art.coordinates), "envelope": art.envelope.to_dict(),
+        "initial_state": art.initial_state.to_dict(), "training": art.training, "versions": art.versions,
+        "model": params, "arrays": {k: list(np.shape(v)) for k, v in arrays.items()},
+        "resources": sorted(art.model.resources),
+    })
+
+
+def save_artifact(path: str | os.PathLike, art: ModelArtifact) -> Path:
+    """Write the artifact directory atomically (a complete directory or nothing)."""
+    path = Path(path)
+    _, arrays = art.model.to_saved()
+    with atomic_directory(path) as tmp:
+        np.savez(tmp / "arrays.npz", **{k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()})
+        for name, data in art.model.resources.items():
+            target = tmp / "resources" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        (tmp / "model.json").write_text(json.dumps(to_json(art), indent=1, allow_nan=False))
+    return path
+
+
+# ------------------------------------------------------------------ reading
+
+_SCHEMA: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "format": (str, "a string"),
+    "version": (int, "an integer"),
+    "reducer": (str, "a string"),
+    "kind": (str, "a string"),
+    "mechanism": (dict, "a table"),
+    "layout": (dict, "a table"),
+    "dof": (int, "an integer"),
+    "dt": ((int, float), "a number"),
+    "angles": (list, "a list of booleans"),
+    "coordinates": (list, "a list of names"),
+    "envelope": (dict, "a table"),
+    "initial_state": (dict, "a table"),
+    "training": (dict, "a table"),
+    "versions": (dict, "a table"),
+    "model": (dict, "a table"),
+    "arrays": (dict, "a table"),
+    "resources": (list, "a list of file names"),
+}
+
+
+def load_artifact(path: str | os.PathLike) -> ModelArtifact:
+    """Read a model directory written by :func:`save_artifact`."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelError(f"{path}: not a model directory; create one with `mc2fmu train ... -o {path}`")
+    mj = path / "model.json"
+    if not mj.exists():
+        raise ModelError(f"{path}: missing model.json; the model directory is incomplete ({RETRAIN})")
+    try:
+        meta = json.loads(mj.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f"line {exc.lineno}: " if isinstance(exc, json.JSONDecodeError) else ""
+        raise ModelError(f"{mj}: {where}malformed JSON ({getattr(exc, 'msg', exc)}); {RETRAIN}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ModelError(f"{mj}: format is {got!r}, expected {FORMAT!r}: not an mc2fmu model directory")
+    version = meta.get("version")
+    if version != FORMAT_VERSION:
+        if isinstance(version, int) and version < FORMAT_VERSION:
+            fix = f"it was written by an earlier mc2fmu; {RETRAIN} (the same command and data give the same model)"
+        else:
+            fix = "it was written by a newer mc2fmu; upgrade mc2fmu"
+        raise ModelError(f"{mj}: model format version {version!r}, this mc2fmu reads version {FORMAT_VERSION}: {fix}")
+    problems = []
+    for key, (typ, what) in _SCHEMA.items():
+        if key not in meta:
+            problems.append(f"{mj}: key '{key}' is missing; {RETRAIN}")
+        elif not isinstance(meta[key], typ) or isinstance(meta[key], bool) and typ is not bool:
+            problems.append(f"{mj}: key '{key}' must be {what}, not {type(meta[key]).__name__}; {RETRAIN}")
+    if problems:
+        raise ModelError(problems)
+    kind = MODEL_KINDS.get(meta["kind"])
+    if kind is None:
+        raise ModelError(f"{mj}: key 'kind': model kind {meta['kind']!r} is not one this mc2fmu runs "
+                         f"({', '.join(MODEL_KINDS)}); upgrade mc2fmu")
+    mechanism = mechanism_from_dict(meta["mechanism"], source=f"{mj}:mechanism")
+    try:
+        layout = NCLayout.from_dict(meta["layout"])
+        envelope = Envelope.from_dict(meta["envelope"])
+        init = meta["initial_state"]
+        initial = InitialState(*(tuple(float(v) for v in init[k]) for k in ("q", "qd", "u")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{mj}: layout, envelope or initial_state is malformed ({type(exc).__name__}: {exc}); "
+                         f"{RETRAIN}") from None
+    dof, angles = int(meta["dof"]), tuple(bool(a) for a in meta["angles"])
+    n_x, n_u, n_s = layout.size, len(mechanism.inputs), len(mechanism.springs)
+    if len(angles) != dof or len(initial.q) != dof or len(initial.qd) != dof or len(initial.u) != n_u \
+            or len(envelope.lower) != 2 * dof + n_u:
+        raise ModelError(f"{mj}: angles, initial_state and envelope must have {dof} coordinate(s) and {n_u} input(s) "
+                         f"(key 'dof' {dof}); {RETRAIN}")
+    try:
+        shapes = kind.array_shapes(meta["model"], dof, n_x, n_u, n_s, angles)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{mj}: key 'model' is malformed ({type(exc).__name__}: {exc}); {RETRAIN}") from None
+    arrays = _read_arrays(path / "arrays.npz", shapes)
+    resources = {}
+    for name in meta["resources"]:
+        f = path / "resources" / str(name)
+        if not f.is_file():
+            raise ModelError(f"{f}: missing (listed under 'resources' in model.json); {RETRAIN}")
+        resources[str(name)] = f.read_bytes()
+    try:
+        model = kind.from_saved(meta["model"], arrays, dt=float(meta["dt"]), angles=angles, resources=resources)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{mj}: key 'model' is malformed ({type(exc).__name__}: {exc}); {RETRAIN}") from None
+    return ModelArtifact(meta["reducer"], mechanism, layout, float(meta["dt"]), angles,
+                         tuple(str(c) for c in meta["coordinates"]), envelope, initial, meta["training"], model,
+                         meta["versions"], str(path))
+
+
+def _read_arrays(path: Path, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    if not path.exists():
+        raise ModelError(f"{path}: missing; the model directory is incomplete ({RETRAIN})")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: np.asarray(z[k]) for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ModelError(f"{path}: not a readable .npz ({exc}); {RETRAIN}") from None
+    problems = []
+    for name, shape in shapes.items():
+        if name not in arrays:
+            problems.append(f"{path}: array '{name}' is missing (shape {tuple(shape)} expected); {RETRAIN}")
+        elif arrays[name].shape != tuple(shape):
+            problems.append(f"{path}: array '{name}' has shape {arrays[name].shape}, model.json needs "
+                            f"{tuple(shape)}; {RETRAIN}")
+        elif arrays[name].dtype != np.float64:
+            problems.append(f"{path}: array '{name}' is {arrays[name].dtype}, not float64; {RETRAIN}")
+        elif not np.isfinite(arrays[name]).all():
+            problems.append(f"{path}: array '{name}' holds non-finite values; {RETRAIN}")
+    if problems:
+        raise ModelError(problems)
+    return {k: arrays[k] for k in shapes}
+
+
+def artifact_from_zip(fmu: str | os.PathLike, prefix: str, tmp: str | os.PathLike) -> ModelArtifact:
+    """The artifact stored under ``prefix`` inside a zip (an FMU's ``resources/model/``),
+    extracted into the folder ``tmp`` and read with the same checks."""
+    out = Path(tmp) / "model"
+    try:
+        with zipfile.ZipFile(fmu) as z:
+            names = [n for n in z.namelist() if n.startswith(prefix) and not n.endswith("/")]
+            if not names:
+                raise ModelError(f"{fmu}: holds no mc2fmu model under {prefix} (not an FMU written by `mc2fmu export`)")
+            for n in names:
+                rel = Path(n[len(prefix):])
+                if rel.is_absolute() or ".." in rel.parts:
+                    raise ModelError(f"{fmu}: member {n!r} points outside its folder; the FMU is corrupt")
+                target = out / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(z.read(n))
+    except zipfile.BadZipFile as exc:
+        raise ModelError(f"{fmu}: not a zip file ({exc}); an FMU is a zip archive") from None
+    return load_artifact(out)
+

@@ -1,0 +1,108 @@
+"""The training envelope: the range of q, qdot and the inputs a model has learnt.
+
+Outside the trained range every learned decoder extrapolates and soon diverges (METHOD.md
+section 3), so the model must know its range.  :func:`distance` is 0 inside and grows with
+the largest normalised excursion outside: ``max_c max(0, lo_c - v_c, v_c - hi_c) / span_c``
+over every channel ``c`` of q, qdot and u, ``span_c = hi_c - lo_c``.  A value of 0.1 means
+10 % of a channel's training span beyond its edge.  An angle-type coordinate whose training
+data covered a full revolution has no bounds (every angle has been seen).
+
+A model counts as having *left* the envelope when the distance exceeds
+:data:`LEAVE_THRESHOLD` (1 % of a span): the edges of the training data are reached by
+in-range runs too, and a sample-exact edge would flag them for nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import math
+
+import numpy as np
+
+from ..files import json_safe
+
+LEAVE_THRESHOLD = 0.01
+
+
+@dataclass(frozen=True)
+class Envelope:
+    q_min: np.ndarray
+    q_max: np.ndarray
+    qd_min: np.ndarray
+    qd_max: np.ndarray
+    u_min: np.ndarray
+    u_max: np.ndarray
+    roundtrip_max: float  # max |h_d(h_e(x)) - x| over the training data, m
+
+    @classmethod
+    def from_data(cls, q: np.ndarray, qd: np.ndarray, u: np.ndarray, roundtrip_max: float,
+                  angles=None) -> "Envelope":
+        u = np.atleast_2d(u) if u.size else np.zeros((len(q), 0))
+        q_min, q_max = q.min(0), q.max(0)
+        for i, a in enumerate(angles or []):
+            if a and q_max[i] - q_min[i] >= 2 * math.pi:  # a full revolution: any angle is known
+                q_min[i], q_max[i] = -math.inf, math.inf
+        return cls(q_min, q_max, qd.min(0), qd.max(0), u.min(0) if u.shape[1] else np.zeros(0),
+                   u.max(0) if u.shape[1] else np.zeros(0), float(roundtrip_max))
+
+    @property
+    def lower(self) -> np.ndarray:
+        return np.concatenate([self.q_min, self.qd_min, self.u_min])
+
+    @property
+    def upper(self) -> np.ndarray:
+        return np.concatenate([self.q_max, self.qd_max, self.u_max])
+
+    def distance(self, q: np.ndarray, qd: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Normalised distance outside the envelope for each sample (0 inside)."""
+        q, qd, u = np.atleast_2d(q), np.atleast_2d(qd), np.atleast_2d(u)
+        if u.shape[1] == 0:
+            u = np.zeros((len(q), 0))
+        v = np.concatenate([q, qd, u], axis=1)
+        lo, hi = self.lower, self.upper
+        finite = np.isfinite(lo) & np.isfinite(hi)
+        span = np.where(finite, np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(np.where(finite, hi, 0.0)), 1.0)), 1.0)
+        excess = np.where(finite, np.maximum(np.maximum(lo - v, v - hi), 0.0), 0.0) / span
+        out = excess.max(axis=1)
+        return np.where(np.isfinite(v).all(axis=1), out, np.inf)
+
+    def first_exit(self, distance: np.ndarray) -> int | None:
+        """Index of the first sample that left the envelope (distance > LEAVE_THRESHOLD)."""
+        out = np.flatnonzero(~(distance <= LEAVE_THRESHOLD))
+        return int(out[0]) if out.size else None
+
+    def to_dict(self) -> dict:
+        # JSON has no infinity: unbounded (periodic) channels are written as null
+        return json_safe({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Envelope":
+        def arr(key: str, v):
+            if not isinstance(v, list):
+                return v
+            fill = -math.inf if key.endswith("_min") else math.inf
+            return np.array([fill if e is None else e for e in v], dtype=np.float64)
+
+        return cls(**{k: arr(k, v) for k, v in d.items()})
+
+
+def sample_points(envelope: Envelope, model, count: int = 16, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """States spread uniformly over the training envelope (``q``, ``qd``, ``u``; an unbounded
+    angle over one revolution), with ``x = decode(q)`` and ``q_prev = q - dt qd``: the points
+    exported code is checked at."""
+    rng = np.random.default_rng(seed)
+
+    def box(lo, hi, size):
+        lo = np.where(np.isfinite(lo), lo, -math.pi)
+        hi = np.where(np.isfinite(hi), hi, math.pi)
+        return lo + (hi - lo) * rng.random(size)
+
+    m, n_u, dt = len(envelope.q_min), len(envelope.u_min), model.dt
+    pts = []
+    for _ in range(count):
+        q = box(envelope.q_min, envelope.q_max, m)[None]
+        qd = box(envelope.qd_min, envelope.qd_max, m)[None]
+        u = box(envelope.u_min, envelope.u_max, n_u)[None] if n_u else np.zeros((1, 0))
+        pts.append({"q": q, "qd": qd, "u": u, "x": model.decode(q), "q_prev": q - dt * qd})
+    return pts

@@ -1,0 +1,497 @@
+"""Reduced dynamics on a decoder manifold, written once for numpy and torch.
+
+A *manifold model* has a decoder ``h_d: q -> x`` into natural coordinates (an MLP with
+explicit value / Jacobian / Hessian propagation) and the NC physics it projects
+(``x = h_d(q)``, ``J = dh_d/dq``, ``H = d2h_d/dq2``)::
+
+    M_m = J^T M J,   G_m[v, v] = J^T M (H : v v),   f_m = J^T f(h_d(q), u)
+    M_m qddot = f_m - G_m[qdot, qdot] + J^T f_spring(x, J qdot)
+
+Spring-dampers (``d = D x + e`` per spring, see :class:`mc2fmu.mechanics.natural.SpringModel`)
+are evaluated exactly on the decoded ``x`` and ``xdot = J qdot``: the stiffness part depends
+on ``q`` only, the damper on the velocity the step map uses (the same ``v`` as in ``G_m``).
+
+Every function here takes numpy arrays or torch tensors alike (:func:`ops` picks the few
+library functions that differ), so training (torch), the run-time model and ``simulate``
+(numpy) and the exported ONNX graphs run the same arithmetic: what is trained is what runs.
+The small ``M_m`` solve is an unrolled Cholesky factorisation in plain ops (it exports to
+ONNX, and a reduced mass that is not positive definite gives NaN instead of a silent answer).
+
+:class:`ManifoldModel` is the numpy run-time model (no torch): the autoencoder reducer's
+product, in both its modes (learnt or known coordinates).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError
+from ..mechanics.natural import SpringModel
+from .step_maps import StepMap, get_step_map
+
+Array = Any  # numpy.ndarray or torch.Tensor
+
+
+# ------------------------------------------------------------------ numpy / torch
+
+
+def _np_softplus(a):
+    # torch's softplus (beta 1, threshold 20): the identity above 20
+    return np.where(a > 20.0, a, np.log1p(np.exp(np.minimum(a, 20.0))))
+
+
+_NUMPY = SimpleNamespace(
+    einsum=np.einsum, sqrt=np.sqrt, cos=np.cos, sin=np.sin, tanh=np.tanh,
+    sigmoid=lambda a: 1.0 / (1.0 + np.exp(-a)), softplus=_np_softplus,
+    stack=lambda xs, axis: np.stack(xs, axis=axis), movedim=np.moveaxis,
+    zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
+    affine=lambda z, W, b: z @ W.T + b,
+)
+_TORCH: SimpleNamespace | None = None
+
+
+def ops(a: Array) -> SimpleNamespace:
+    """The library functions for ``a``'s array type (numpy, or torch imported only for tensors)."""
+    if isinstance(a, (np.ndarray, np.generic)):
+        return _NUMPY
+    global _TORCH
+    if _TORCH is None:
+        import torch
+
+        _TORCH = SimpleNamespace(
+            einsum=torch.einsum, sqrt=torch.sqrt, cos=torch.cos, sin=torch.sin, tanh=torch.tanh,
+            sigmoid=torch.sigmoid, softplus=torch.nn.functional.softplus,
+            stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
+            zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),
+            affine=torch.nn.functional.linear,
+        )
+    return _TORCH
+
+
+# ------------------------------------------------------------------ activations
+
+
+def _tanh_all(a):
+    t = ops(a).tanh(a)
+    d1 = 1.0 - t * t
+    return t, d1, -2.0 * t * d1
+
+
+def _sigmoid_all(a):
+    s = ops(a).sigmoid(a)
+    d1 = s * (1.0 - s)
+    return s, d1, d1 * (1.0 - 2.0 * s)
+
+
+def _softplus_all(a):
+    s = ops(a).sigmoid(a)
+    return ops(a).softplus(a), s, s * (1.0 - s)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """An activation: its value, and value with first and second derivative from one
+    transcendental evaluation."""
+
+    name: str
+    value: Any
+    all: Any
+
+
+#: string registry of activations; ReLU is absent on purpose (H would vanish almost everywhere)
+ACTIVATIONS: dict[str, Activation] = {
+    "tanh": Activation("tanh", lambda a: ops(a).tanh(a), _tanh_all),
+    "sigmoid": Activation("sigmoid", lambda a: ops(a).sigmoid(a), _sigmoid_all),
+    "softplus": Activation("softplus", lambda a: ops(a).softplus(a), _softplus_all),
+}
+
+
+def get_activation(name: str) -> Activation:
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ModelError(
+            f"activation '{name}' is not available; choose one of {', '.join(ACTIVATIONS)} "
+            "(twice differentiable: the reduced dynamics use the decoder's Hessian)"
+        ) from None
+
+
+# ------------------------------------------------------------------ MLP propagation
+
+
+def _linear_dim1(W, T):
+    """``W`` applied along dim 1 of ``T`` (B, i, ...), as one (B ..., i) x (i, o) product:
+    einsum lowers ``"oi,bim->bom"`` with few columns to a broadcast multiply, ~5x slower."""
+    mv = ops(T).movedim
+    return mv(mv(T, 1, -1) @ W.T, -1, 1)
+
+
+def mlp(layers, activation: Activation, z):
+    """An MLP's value: hidden layers with ``activation``, a linear output layer."""
+    affine = ops(z).affine
+    for k, (W, b) in enumerate(layers):
+        z = affine(z, W, b)
+        if k < len(layers) - 1:
+            z = activation.value(z)
+    return z
+
+
+def mlp_jh(layers, activation: Activation, z, Jz, Hz):
+    """Propagate value (B, n), Jacobian (B, n, m) and Hessian (B, n, m, m) (or None):
+
+    * affine layer  ``a = W z + b``:  ``Ja = W Jz``, ``Ha = W Hz``;
+    * activation    ``z = s(a)``:     ``Jz = s'(a) Ja``, ``Hz = s''(a) Ja Ja^T + s'(a) Ha``.
+    """
+    affine = ops(z).affine
+    for k, (W, b) in enumerate(layers):
+        z = affine(z, W, b)
+        Jz = _linear_dim1(W, Jz)
+        if Hz is not None:
+            Hz = _linear_dim1(W, Hz)
+        if k < len(layers) - 1:
+            z, d1, d2 = activation.all(z)
+            if Hz is not None:
+                Hz = d2[..., None, None] * Jz[..., :, None] * Jz[..., None, :] + d1[..., None, None] * Hz
+            Jz = d1[..., None] * Jz
+    return z, Jz, Hz
+
+
+def decoder_features(q, angles, q_mean, q_scale, second: bool = True):
+    """Decoder input ``phi(q)`` with its Jacobian (B, n_f, m) and Hessian (B, n_f, m, m):
+    ``(q_i - mean_i) / scale_i``, or ``cos q_i, sin q_i`` for an angle-type coordinate (a full
+    revolution is a closed loop of the decoder's input)."""
+    o = ops(q)
+    B, m = q.shape
+    phi, J, H = [], [], []
+    for i, is_angle in enumerate(angles):
+        qi = q[:, i]
+        e = o.zeros((B, m), q)
+        e[:, i] = 1.0
+        if is_angle:
+            c, s = o.cos(qi), o.sin(qi)
+            phi += [c, s]
+            J += [-s[:, None] * e, c[:, None] * e]
+            if second:
+                E = o.zeros((B, m, m), q)
+                E[:, i, i] = 1.0
+                H += [-c[:, None, None] * E, -s[:, None, None] * E]
+        else:
+            phi.append((qi - q_mean[i]) / q_scale[i])
+            J.append(e / q_scale[i])
+            if second:
+                H.append(o.zeros((B, m, m), q))
+    return o.stack(phi, 1), o.stack(J, 1), (o.stack(H, 1) if second else None)
+
+
+# ------------------------------------------------------------------ dynamics
+
+
+def cholesky_solve(A, b):
+    """Solve ``A y = b`` for small SPD ``A`` (..., m, m) by an unrolled Cholesky factorisation."""
+    o = ops(A)
+    m = A.shape[-1]
+    L = [[None] * m for _ in range(m)]
+    for j in range(m):
+        s = A[..., j, j]
+        for k in range(j):
+            s = s - L[j][k] * L[j][k]
+        L[j][j] = o.sqrt(s)
+        for i in range(j + 1, m):
+            s = A[..., i, j]
+            for k in range(j):
+                s = s - L[i][k] * L[j][k]
+            L[i][j] = s / L[j][j]
+    z = [None] * m
+    for i in range(m):
+        s = b[..., i]
+        for k in range(i):
+            s = s - L[i][k] * z[k]
+        z[i] = s / L[i][i]
+    y = [None] * m
+    for i in reversed(range(m)):
+        s = z[i]
+        for k in range(i + 1, m):
+            s = s - L[k][i] * y[k]
+        y[i] = s / L[i][i]
+    return o.stack(y, -1)
+
+
+def applied_force(f_g, f_B, f_C, x, u):
+    """``f_g + f_B u + sum_i u_i f_C[i] x`` (B, n): the NC force without the springs."""
+    f = f_g + u @ f_B.T
+    n_u, n = f_C.shape[0], f_C.shape[1]
+    if n_u:
+        # sum_i u_i f_C[i] x as one (B, n) x (n, n_u n) product: einsum lowers it to a
+        # broadcast multiply of a (B, n, 1, n) temporary, 20x slower at n = 72
+        Cx = (x @ f_C.reshape(n_u * n, n).T).reshape(-1, n_u, n)
+        f = f + (u[..., None] * Cx).sum(1)
+    return f
+
+
+@dataclass
+class ManifoldTerms:
+    """Everything at one ``q`` that does not depend on the velocity."""
+
+    x: Array  # (B, n)
+    J: Array  # (B, n, m)
+    H: Array  # (B, n, m, m)
+    MJ: Array  # (B, n, m) = M J
+    Mm: Array  # (B, m, m)
+    fm: Array  # (B, m), without the springs
+    springs: Any = None  # D, e, k, c, L0 (a SpringModel or tensors alike); None: no springs
+    sd: Array | None = None  # (B, n_s, 3) spring vectors d = D x + e
+    sDJ: Array | None = None  # (B, n_s, 3, m) = D J, so ddot = D J v
+
+
+def manifold_terms(x, J, H, M, f, springs=None) -> ManifoldTerms:
+    # M J as one (B m, n) x (n, n) product (M is symmetric): einsum lowers "nk,bkm->bnm" with
+    # m = 1 to a broadcast multiply of a (B, n, 1, n) temporary, and matmul to a batched product
+    # with M copied B times: both 20-100x slower at n = 72
+    es = ops(x).einsum
+    n, m = J.shape[1], J.shape[2]
+    MJ = (J.swapaxes(1, 2).reshape(-1, n) @ M).reshape(-1, m, n).swapaxes(1, 2)
+    Mm = es("bnm,bnk->bmk", J, MJ)
+    fm = es("bnm,bn->bm", J, f)
+    if springs is None or springs.k.shape[0] == 0:
+        return ManifoldTerms(x, J, H, MJ, Mm, fm)
+    sd = es("sin,bn->bsi", springs.D, x) + springs.e
+    sDJ = es("sin,bnm->bsim", springs.D, J)
+    return ManifoldTerms(x, J, H, MJ, Mm, fm, springs, sd, sDJ)
+
+
+def spring_force(terms: ManifoldTerms, v):
+    """``J^T f_spring(x, J v)`` (B, m): each spring's tension along its line, projected."""
+    o = ops(v)
+    s = terms.springs
+    length = o.sqrt((terms.sd * terms.sd).sum(-1))  # (B, n_s); plain ops export to ONNX
+    n = terms.sd / length[..., None]
+    ldot = o.einsum("bsi,bsim,bm->bs", n, terms.sDJ, v)
+    tension = s.k * (length - s.L0) + s.c * ldot
+    return -o.einsum("bsim,bsi->bm", terms.sDJ, n * tension[..., None])
+
+
+def acceleration(terms: ManifoldTerms, v):
+    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v))``."""
+    es = ops(v).einsum
+    Hvv = es("bnij,bi,bj->bn", terms.H, v, v)
+    G = es("bnm,bn->bm", terms.MJ, Hvv)
+    rhs = terms.fm - G
+    if terms.springs is not None:
+        rhs = rhs + spring_force(terms, v)
+    return cholesky_solve(terms.Mm, rhs)
+
+
+# ------------------------------------------------------------------ the numpy run-time model
+
+
+def unwrap_angles(q: np.ndarray, angles) -> np.ndarray:
+    """Unwrap angle-type columns of a time series ``q`` (n_t, m) so they are continuous."""
+    q = np.array(q, dtype=np.float64)
+    for i, a in enumerate(angles):
+        if a:
+            q[:, i] = np.unwrap(q[:, i])
+    return q
+
+
+@dataclass(frozen=True)
+class MLPWeights:
+    """An MLP's weights, ``W`` (out, in) and ``b`` (out,) per layer, and its activation."""
+
+    weights: tuple[np.ndarray, ...]
+    biases: tuple[np.ndarray, ...]
+    activation: str
+
+    @property
+    def layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return list(zip(self.weights, self.biases))
+
+    @property
+    def widths(self) -> list[int]:
+        return [self.weights[0].shape[1]] + [W.shape[0] for W in self.weights]
+
+
+@dataclass(frozen=True)
+class ManifoldModel:
+    """The numpy run-time form of a decoder-manifold reduced model (no torch).
+
+    Decoder: ``x = x_mean + x_scale * MLP(phi(q))``.  Encoder: ``q = E x + e0`` (known
+    coordinates) or an MLP on ``(x - enc_x_mean) / enc_x_scale`` whose angle-type outputs
+    are ``atan2(s, c)`` of an output pair.  Physics: ``M``, the force model and the springs.
+    """
+
+    dt: float
+    angles: tuple[bool, ...]
+    step_map_name: str
+    decoder: MLPWeights
+    q_mean: np.ndarray
+    q_scale: np.ndarray
+    x_mean: np.ndarray
+    x_scale: np.ndarray
+    encoder: MLPWeights | None  # None: the linear encoder E, e0 of known coordinates
+    enc_x_mean: np.ndarray | None
+    enc_x_scale: np.ndarray | None
+    E: np.ndarray | None
+    e0: np.ndarray | None
+    M: np.ndarray
+    f_g: np.ndarray
+    f_B: np.ndarray
+    f_C: np.ndarray
+    springs: SpringModel
+    resources: dict[str, bytes] = field(default_factory=dict, compare=False)  # e.g. ONNX graphs
+
+    kind = "manifold"
+
+    @property
+    def dof(self) -> int:
+        return len(self.angles)
+
+    @property
+    def n_x(self) -> int:
+        return len(self.x_mean)
+
+    @property
+    def n_u(self) -> int:
+        return self.f_B.shape[1]
+
+    @property
+    def step_map(self) -> StepMap:
+        return get_step_map(self.step_map_name)
+
+    @property
+    def activation(self) -> Activation:
+        return get_activation(self.decoder.activation)
+
+    # -------------------------------------------------------------- kinematics
+
+    def decode(self, q: np.ndarray) -> np.ndarray:
+        q = np.atleast_2d(np.asarray(q, dtype=np.float64))
+        phi, _, _ = decoder_features(q, self.angles, self.q_mean, self.q_scale, second=False)
+        return self.x_mean + self.x_scale * mlp(self.decoder.layers, self.activation, phi)
+
+    def decode_jh(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``x`` (B, n), ``J`` (B, n, m), ``H`` (B, n, m, m)."""
+        q = np.atleast_2d(np.asarray(q, dtype=np.float64))
+        phi, Jphi, Hphi = decoder_features(q, self.angles, self.q_mean, self.q_scale)
+        y, Jy, Hy = mlp_jh(self.decoder.layers, self.activation, phi, Jphi, Hphi)
+        s = self.x_scale
+        return self.x_mean + s * y, s[:, None] * Jy, s[:, None, None] * Hy
+
+    def encode(self, x: np.ndarray) -> np.ndarray:
+        """``q`` (B, m) of NC states ``x`` (B, n); angle-type coordinates in (-pi, pi]."""
+        x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        if self.encoder is None:
+            return x @ self.E.T + self.e0
+        out = mlp(self.encoder.layers, get_activation(self.encoder.activation),
+                  (x - self.enc_x_mean) / self.enc_x_scale)
+        q, k = [], 0
+        for is_angle in self.angles:
+            if is_angle:
+                q.append(np.arctan2(out[:, k + 1], out[:, k]))
+                k += 2
+            else:
+                q.append(out[:, k])
+                k += 1
+        return np.stack(q, 1)
+
+    # -------------------------------------------------------------- dynamics
+
+    def terms(self, q: np.ndarray, u: np.ndarray) -> ManifoldTerms:
+        x, J, H = self.decode_jh(q)
+        u = np.atleast_2d(np.asarray(u, dtype=np.float64)).reshape(len(x), self.n_u)
+        return manifold_terms(x, J, H, self.M, applied_force(self.f_g, self.f_B, self.f_C, x, u), self.springs)
+
+    def acceleration(self, q: np.ndarray, qd: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The reduced ODE's right-hand side ``qdd = f(q, qd, u)`` (B, m)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return acceleration(self.terms(q, u), np.atleast_2d(np.asarray(qd, dtype=np.float64)))
+
+    def step(self, q_prev: np.ndarray, q: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``q_{i+1}`` of the model's one-step map (B, m)."""
+        q_prev = np.atleast_2d(np.asarray(q_prev, dtype=np.float64))
+        q = np.atleast_2d(np.asarray(q, dtype=np.float64))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            terms = self.terms(q, u)
+            return self.step_map.step(lambda v: acceleration(terms, v), q_prev, q, self.dt)
+
+    # -------------------------------------------------------------- saving
+
+    def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``(params, arrays)``: what the artifact stores (JSON, and arrays by name)."""
+        arrays = {"decoder.q_mean": self.q_mean, "decoder.q_scale": self.q_scale,
+                  "decoder.x_mean": self.x_mean, "decoder.x_scale": self.x_scale,
+                  "M": self.M, "f_g": self.f_g, "f_B": self.f_B, "f_C": self.f_C,
+                  "spring_D": self.springs.D, "spring_e": self.springs.e, "spring_k": self.springs.k,
+                  "spring_c": self.springs.c, "spring_L0": self.springs.L0}
+        for i, (W, b) in enumerate(self.decoder.layers):
+            arrays[f"decoder.W{i}"], arrays[f"decoder.b{i}"] = W, b
+        params = {"step_map": self.step_map_name,
+                  "decoder": {"widths": self.decoder.widths, "activation": self.decoder.activation}}
+        if self.encoder is None:
+            params["encoder"] = {"kind": "linear"}
+            arrays["encoder.E"], arrays["encoder.e0"] = self.E, self.e0
+        else:
+            params["encoder"] = {"kind": "mlp", "widths": self.encoder.widths, "activation": self.encoder.activation}
+            arrays["encoder.x_mean"], arrays["encoder.x_scale"] = self.enc_x_mean, self.enc_x_scale
+            for i, (W, b) in enumerate(self.encoder.layers):
+                arrays[f"encoder.W{i}"], arrays[f"encoder.b{i}"] = W, b
+        return params, arrays
+
+    @staticmethod
+    def array_shapes(params: dict, dof: int, n_x: int, n_u: int, n_s: int, angles) -> dict[str, tuple[int, ...]]:
+        """The arrays :meth:`from_saved` needs and their shapes (the artifact reader checks them)."""
+        n_feat = sum(2 if a else 1 for a in angles)
+        shapes = {"decoder.q_mean": (dof,), "decoder.q_scale": (dof,), "decoder.x_mean": (n_x,),
+                  "decoder.x_scale": (n_x,), "M": (n_x, n_x), "f_g": (n_x,), "f_B": (n_x, n_u),
+                  "f_C": (n_u, n_x, n_x), "spring_D": (n_s, 3, n_x), "spring_e": (n_s, 3), "spring_k": (n_s,),
+                  "spring_c": (n_s,), "spring_L0": (n_s,)}
+        widths = [int(w) for w in params["decoder"]["widths"]]
+        if widths[0] != n_feat or widths[-1] != n_x:
+            raise ValueError(f"decoder widths {widths} must start with {n_feat} (the coordinates' features) "
+                             f"and end with {n_x} (the natural coordinates)")
+        for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+            shapes[f"decoder.W{i}"], shapes[f"decoder.b{i}"] = (b, a), (b,)
+        enc = params["encoder"]
+        if enc["kind"] == "linear":
+            shapes["encoder.E"], shapes["encoder.e0"] = (dof, n_x), (dof,)
+        elif enc["kind"] == "mlp":
+            widths = [int(w) for w in enc["widths"]]
+            if widths[0] != n_x or widths[-1] != n_feat:
+                raise ValueError(f"encoder widths {widths} must start with {n_x} and end with {n_feat}")
+            shapes["encoder.x_mean"], shapes["encoder.x_scale"] = (n_x,), (n_x,)
+            for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+                shapes[f"encoder.W{i}"], shapes[f"encoder.b{i}"] = (b, a), (b,)
+        else:
+            raise ValueError(f"encoder kind {enc['kind']!r} is not one of linear, mlp")
+        return shapes
+
+    @classmethod
+    def from_saved(cls, params: dict, arrays: dict[str, np.ndarray], *, dt: float, angles,
+                   resources: dict[str, bytes] | None = None) -> "ManifoldModel":
+        def layers(prefix: str, n: int) -> tuple[tuple, tuple]:
+            return (tuple(arrays[f"{prefix}.W{i}"] for i in range(n)), tuple(arrays[f"{prefix}.b{i}"] for i in range(n)))
+
+        dec = params["decoder"]
+        decoder = MLPWeights(*layers("decoder", len(dec["widths"]) - 1), dec["activation"])
+        enc = params["encoder"]
+        encoder = None if enc["kind"] == "linear" else MLPWeights(*layers("encoder", len(enc["widths"]) - 1),
+                                                                  enc["activation"])
+        get = arrays.get
+        springs = SpringModel(arrays["spring_D"], arrays["spring_e"], arrays["spring_k"], arrays["spring_c"],
+                              arrays["spring_L0"])
+        get_step_map(params["step_map"])  # an unknown map is refused here, not at the first step
+        get_activation(dec["activation"])
+        return cls(float(dt), tuple(bool(a) for a in angles), params["step_map"], decoder,
+                   arrays["decoder.q_mean"], arrays["decoder.q_scale"], arrays["decoder.x_mean"],
+                   arrays["decoder.x_scale"], encoder, get("encoder.x_mean"), get("encoder.x_scale"),
+                   get("encoder.E"), get("encoder.e0"), arrays["M"], arrays["f_g"], arrays["f_B"], arrays["f_C"],
+                   springs, dict(resources or {}))
+
+
+def wrap_to_pi(a):
+    """``a`` shifted by multiples of 2 pi into [-pi, pi)."""
+    return (a + math.pi) % (2 * math.pi) - math.pi

@@ -1,0 +1,200 @@
+"""The autoencoder's trainable form (torch modules) and its conversion to and from the
+run-time :class:`~mc2fmu.reduced.manifold.ManifoldModel`.
+
+* :class:`Decoder` -- z-scored inputs (or ``cos q, sin q`` for angle-type coordinates), an
+  MLP, de-normalised outputs; value, ``J`` and ``H`` by explicit propagation.
+* :class:`NeuralEncoder` -- the autoencoder's encoder (unknown minimal coordinates);
+  angle-type coordinates leave it as ``atan2(s, c)``.
+* :class:`LinearEncoder` -- known minimal coordinates: a fixed linear selection of ``x``
+  (pose positions and rotation-matrix entries are exactly linear in the natural coordinates).
+* :class:`TorchManifoldModel` -- both plus ``M`` and the force model; ``step`` is the
+  one-step map used by training, and the arithmetic is that of :mod:`mc2fmu.reduced.manifold`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...mechanics.natural import ForceModel, SpringModel
+from ...reduced.manifold import (
+    ManifoldModel,
+    ManifoldTerms,
+    MLPWeights,
+    acceleration,
+    applied_force,
+    decoder_features,
+    manifold_terms,
+)
+from ...reduced.step_maps import StepMap, get_step_map
+from .network import MLP
+
+Tensor = torch.Tensor
+F64 = torch.float64
+
+
+def _t(a) -> Tensor:
+    return torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=F64)
+
+
+class Decoder(nn.Module):
+    """``h_d: q -> x`` with exact ``J`` and ``H``."""
+
+    def __init__(self, n_q: int, n_x: int, hidden: Sequence[int], activation: str, angles: Sequence[bool],
+                 q_mean: np.ndarray, q_scale: np.ndarray, x_mean: np.ndarray, x_scale: np.ndarray):
+        super().__init__()
+        self.n_q, self.n_x = n_q, n_x
+        self.angles = [bool(a) for a in angles]
+        n_feat = sum(2 if a else 1 for a in self.angles)
+        self.net = MLP([n_feat, *hidden, n_x], activation)
+        self.register_buffer("q_mean", _t(q_mean))
+        self.register_buffer("q_scale", _t(q_scale))
+        self.register_buffer("x_mean", _t(x_mean))
+        self.register_buffer("x_scale", _t(x_scale))
+
+    def features(self, q: Tensor, second: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
+        return decoder_features(q, self.angles, self.q_mean, self.q_scale, second)
+
+    def forward(self, q: Tensor) -> Tensor:
+        phi, _, _ = self.features(q, second=False)
+        return self.x_mean + self.x_scale * self.net(phi)
+
+    def value_jh(self, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        phi, Jphi, Hphi = self.features(q)
+        y, Jy, Hy = self.net.forward_jh(phi, Jphi, Hphi)
+        s = self.x_scale
+        return self.x_mean + s * y, s[:, None] * Jy, s[:, None, None] * Hy
+
+
+def atan2(y: Tensor, x: Tensor) -> Tensor:
+    """``atan2(y, x)`` in float64 from ops ONNX Runtime has in float64 (it has ``Atan`` in
+    float32 only): a float32 estimate ``t0`` plus one correction, the angle between ``(x, y)``
+    and ``(cos t0, sin t0)`` to first order, ``(y cos t0 - x sin t0) / (x cos t0 + y sin t0)``.
+    The estimate is off by ~1e-7 rad, the correction's own error is ~1e-21 rad."""
+    t0 = torch.atan2(y.float(), x.float()).to(y.dtype)
+    c, s = torch.cos(t0), torch.sin(t0)
+    den = x * c + y * s
+    return torch.where(den > 0, t0 + (y * c - x * s) / torch.where(den > 0, den, 1.0), t0)
+
+
+class NeuralEncoder(nn.Module):
+    """``h_e: x -> q`` for unknown minimal coordinates."""
+
+    def __init__(self, n_x: int, n_q: int, hidden: Sequence[int], activation: str, angles: Sequence[bool],
+                 x_mean: np.ndarray, x_scale: np.ndarray):
+        super().__init__()
+        self.angles = [bool(a) for a in angles]
+        self.net = MLP([n_x, *hidden, sum(2 if a else 1 for a in self.angles)], activation)
+        self.register_buffer("x_mean", _t(x_mean))
+        self.register_buffer("x_scale", _t(x_scale))
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.net((x - self.x_mean) / self.x_scale)
+        q, k = [], 0
+        for is_angle in self.angles:
+            if is_angle:
+                q.append(atan2(out[:, k + 1], out[:, k]))
+                k += 2
+            else:
+                q.append(out[:, k])
+                k += 1
+        return torch.stack(q, 1)
+
+
+class LinearEncoder(nn.Module):
+    """Known minimal coordinates: ``q = E x + e0`` (fixed, not trained)."""
+
+    def __init__(self, E: np.ndarray, e0: np.ndarray):
+        super().__init__()
+        self.register_buffer("E", _t(E))
+        self.register_buffer("e0", _t(e0))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.E.T + self.e0
+
+
+class TorchManifoldModel(nn.Module):
+    """Decoder + encoder + the NC physics (``M`` and the force model, springs included)."""
+
+    SPRING_BUFFERS = ("spring_D", "spring_e", "spring_k", "spring_c", "spring_L0")
+
+    def __init__(self, decoder: Decoder, encoder: nn.Module, M: np.ndarray, forces: ForceModel, step_map: str):
+        super().__init__()
+        self.decoder = decoder
+        self.encoder = encoder
+        self.register_buffer("M", _t(M))
+        self.register_buffer("f_g", _t(forces.f_g))
+        self.register_buffer("f_B", _t(forces.f_B))
+        self.register_buffer("f_C", _t(forces.f_C))
+        springs = forces.springs if forces.springs is not None else SpringModel.empty(len(forces.f_g))
+        for name, value in zip(self.SPRING_BUFFERS, (springs.D, springs.e, springs.k, springs.c, springs.L0)):
+            self.register_buffer(name, _t(value))
+        self.step_map_name = step_map
+        self.step_map: StepMap = get_step_map(step_map)
+
+    @property
+    def springs(self) -> SimpleNamespace | None:
+        if self.spring_k.shape[0] == 0:
+            return None
+        return SimpleNamespace(D=self.spring_D, e=self.spring_e, k=self.spring_k, c=self.spring_c, L0=self.spring_L0)
+
+    def force(self, x: Tensor, u: Tensor) -> Tensor:
+        """The force without the springs (they need the velocity; see :func:`acceleration`)."""
+        return applied_force(self.f_g, self.f_B, self.f_C, x, u)
+
+    def terms(self, q: Tensor, u: Tensor) -> ManifoldTerms:
+        x, J, H = self.decoder.value_jh(q)
+        return manifold_terms(x, J, H, self.M, self.force(x, u), self.springs)
+
+    def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
+        return acceleration(self.terms(q, u), v)
+
+    def step(self, q_prev: Tensor, q: Tensor, u: Tensor, dt) -> Tensor:
+        terms = self.terms(q, u)
+        return self.step_map.step(lambda v: acceleration(terms, v), q_prev, q, dt)
+
+
+def _weights(net: MLP) -> MLPWeights:
+    ws = [(W.detach().numpy().copy(), b.detach().numpy().copy()) for W, b in net.weights()]
+    return MLPWeights(tuple(w for w, _ in ws), tuple(b for _, b in ws), net.activation)
+
+
+def to_runtime(model: TorchManifoldModel, dt: float, resources: dict[str, bytes] | None = None) -> ManifoldModel:
+    """The numpy run-time model of a trained torch model (the same numbers, no torch)."""
+    a = lambda t: t.detach().numpy().copy()  # noqa: E731
+    dec, enc = model.decoder, model.encoder
+    springs = SpringModel(*(a(getattr(model, b)) for b in model.SPRING_BUFFERS))
+    if isinstance(enc, LinearEncoder):
+        enc_parts = (None, None, None, a(enc.E), a(enc.e0))
+    else:
+        enc_parts = (_weights(enc.net), a(enc.x_mean), a(enc.x_scale), None, None)
+    return ManifoldModel(float(dt), tuple(dec.angles), model.step_map_name, _weights(dec.net), a(dec.q_mean),
+                         a(dec.q_scale), a(dec.x_mean), a(dec.x_scale), *enc_parts, a(model.M), a(model.f_g),
+                         a(model.f_B), a(model.f_C), springs, dict(resources or {}))
+
+
+def from_runtime(rt: ManifoldModel) -> TorchManifoldModel:
+    """The torch form of a run-time model (for its ONNX graphs and for tests)."""
+    widths = rt.decoder.widths
+    decoder = Decoder(rt.dof, rt.n_x, widths[1:-1], rt.decoder.activation, rt.angles, rt.q_mean, rt.q_scale,
+                      rt.x_mean, rt.x_scale)
+    _load(decoder.net, rt.decoder)
+    if rt.encoder is None:
+        encoder = LinearEncoder(rt.E, rt.e0)
+    else:
+        encoder = NeuralEncoder(rt.n_x, rt.dof, rt.encoder.widths[1:-1], rt.encoder.activation, rt.angles,
+                                rt.enc_x_mean, rt.enc_x_scale)
+        _load(encoder.net, rt.encoder)
+    model = TorchManifoldModel(decoder, encoder, rt.M, ForceModel(rt.f_g, rt.f_B, rt.f_C, rt.springs), rt.step_map_name)
+    return model.eval()
+
+
+def _load(net: MLP, w: MLPWeights) -> None:
+    with torch.no_grad():
+        for layer, W, b in zip(net.layers, w.weights, w.biases):
+            layer.weight.copy_(_t(W))
+            layer.bias.copy_(_t(b))

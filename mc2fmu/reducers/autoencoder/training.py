@@ -1,0 +1,495 @@
+"""Training the physics-informed autoencoder (seed 000, Algorithms 1-2, appendix; METHOD.md section 3).
+
+Loss, each term divided per coordinate by its data spread so that every term counts:
+
+* ``L_rec``: ``|h_d(h_e(x)) - x|^2`` over the window's first three samples, scaled by the
+  spread of ``x``;
+* ``--loss sim`` (default) adds ``L_dyn``: the dynamics residual taken entirely in decoded
+  space, ``(h_d(q_hat_{i+1}) - h_d(q_{i+1})) / dt^2``, a pure acceleration error scaled by
+  the spread of the data's accelerations.  ``q_hat_{i+1}`` is one step of the model's step
+  map from the encoded triplet (velocity from the data);
+* ``--loss appendix`` instead adds the paper appendix's kinematic terms (eqs. A.1-A.7):
+  ``l_v L_vel + l_a L_acc``, the decoded velocity ``J qdot`` and acceleration
+  ``J qddot + H : qdot qdot`` against the data's ``xd`` and finite-difference accelerations,
+  with ``qdot = (dh_e/dx) xd`` and ``qddot = (dh_e/dx) xdd + d2h_e/dx2 : xd xd`` (A.5, A.6);
+* ``--rollout K`` adds ``L_roll`` (either loss): ``K`` steps of the model's own step map (the
+  one simulation runs) from the encoded ``q_{i-1}, q_i`` with the data's inputs; the decoded
+  error at rollout step ``k``, ``h_d(q_hat_{i+k}) - h_d(h_e(x_{i+k}))``, is divided by
+  ``k (k + 1) / 2 dt^2`` (the displacement a constant acceleration error makes in ``k`` steps
+  of the map) and by the acceleration spread, so each step weighs like ``L_dyn``.
+
+Optimisation: Adam with a decaying rate, then L-BFGS, full batch on a subsample of the data
+windows; 95/5 random split, the weights with the best validation loss are kept.  Seeded and
+deterministic on CPU; with a :class:`Checkpointer` the complete state is written at iteration
+boundaries, and a resumed run ends with exactly the weights of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.func import jvp
+
+from ...data.dataset import Dataset
+from ...errors import TrainingError
+from ...mechanics.natural import poses_from_nc
+from ...reduced.manifold import acceleration, wrap_to_pi
+from ..base import Checkpointer, TrainingInterrupted, config_to_dict
+from .config import TrainConfig
+from .torch_model import Decoder, LinearEncoder, NeuralEncoder, TorchManifoldModel
+
+F64 = torch.float64
+
+def _scales(a: np.ndarray, floor: float) -> np.ndarray:
+    s = a.std(axis=0)
+    return np.maximum(s, floor * max(float(s.max()), 1e-300))
+
+
+@dataclass
+class Windows:
+    """``L`` consecutive samples per row: ``x``, ``xd`` (B, L, n), ``u`` (B, L, n_u).
+
+    Columns 0, 1, 2 are the triplet ``x_{i-1}, x_i, x_{i+1}`` of the one-step terms; a rollout
+    of ``K`` steps uses columns up to ``K + 1``.
+    """
+
+    x: torch.Tensor
+    xd: torch.Tensor
+    u: torch.Tensor
+    dt: float
+
+    def subset(self, idx: np.ndarray) -> "Windows":
+        i = torch.as_tensor(idx)
+        return Windows(self.x[i], self.xd[i], self.u[i], self.dt)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def arrays(self) -> list[np.ndarray]:
+        return [self.x.numpy(), self.xd.numpy(), self.u.numpy(), np.array([self.dt])]
+
+
+def make_windows(ds: Dataset, samples: int, length: int = 3) -> Windows:
+    """Every window of ``length`` consecutive samples inside one run, ``samples`` of them kept
+    evenly spaced (``length`` 3: the time triplets)."""
+    dts = np.asarray(ds.dt)
+    if np.ptp(dts) > 1e-9 * dts.max():
+        raise TrainingError(f"runs have different sample steps ({', '.join(f'{d:g}' for d in dts)} s); "
+                            "a model has one time step: resample the runs to one step")
+    offsets = np.asarray(ds.run_offsets, dtype=int)
+    starts = np.concatenate([np.arange(a, max(a, b - length + 1)) for a, b in zip(offsets[:-1], offsets[1:])])
+    n = len(starts)
+    if n < 40:
+        what = "time triplets" if length == 3 else f"windows of {length} samples (--rollout {length - 2})"
+        fix = "give longer runs" if length == 3 else "give longer runs or a smaller --rollout"
+        raise TrainingError(f"the dataset has {n} usable {what}; training needs at least 40 "
+                            f"(2 for validation at a 95/5 split): {fix}")
+    if samples and n > samples:
+        starts = starts[np.unique(np.linspace(0, n - 1, samples).round().astype(int))]
+    rows = starts[:, None] + np.arange(length)
+    t = lambda a: torch.as_tensor(a[rows], dtype=F64)  # noqa: E731
+    return Windows(t(ds.x), t(ds.xd), t(ds.u), float(dts[0]))
+
+
+def detect_angles(ds: Dataset, dof: int) -> list[bool]:
+    """Angle-type latents for a 1-DOF mechanism one of whose bodies turns a full revolution."""
+    if dof != 1:
+        return [False] * dof
+    for run in ds.runs():
+        _, R = poses_from_nc(ds.layout, run.x[:: max(1, len(run.x) // 2000)])
+        for k in range(R.shape[1]):
+            # planar angle of each body axis (a column of R, global frame) about each global
+            # axis it stays well away from; a full revolution shows as an unwrapped range of 2 pi
+            for ax in range(3):
+                i, j = [a for a in range(3) if a != ax]
+                for col in range(3):
+                    v = R[:, k, :, col]
+                    if np.min(np.hypot(v[:, i], v[:, j])) < 0.5:
+                        continue
+                    ang = np.unwrap(np.arctan2(v[:, j], v[:, i]))
+                    if np.ptp(ang) > 1.9 * math.pi:
+                        return [True]
+    return [False]
+
+
+def parse_angles(spec: str, ds: Dataset, dof: int) -> list[bool]:
+    if spec == "auto":
+        return detect_angles(ds, dof)
+    if spec == "none":
+        return [False] * dof
+    try:
+        idx = {int(s) for s in spec.split(",") if s.strip()}
+    except ValueError:
+        raise TrainingError(f"--angles {spec!r}: use auto, none or a comma list of 1-based coordinate indices") from None
+    bad = sorted(i for i in idx if not 1 <= i <= dof)
+    if bad:
+        raise TrainingError(f"--angles {spec!r}: index {bad[0]} is outside 1..{dof}")
+    return [i + 1 in idx for i in range(dof)]
+
+
+def known_coordinate_map(ds: Dataset, coords: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``q = E x + e0`` for pose columns (positions ``<body>.x|y|z``, matrix entries ``<body>.Rij``).
+
+    Both are exactly linear in the natural coordinates: ``R e_k = (r_k - r0) / L`` and the
+    body origin is ``r0 - R com``.
+    """
+    n = ds.layout.size
+    E = np.zeros((len(coords), n))
+    problems = []
+    names = {b.name for b in ds.layout.bodies}
+    for row, col in enumerate(coords):
+        body, _, fld = col.partition(".")
+        if body not in names:
+            problems.append(f"--coords: column '{col}': no body '{body}' (bodies: {', '.join(sorted(names))})")
+            continue
+        bl = ds.layout.body(body)
+        o, L = bl.offset, bl.length
+        if fld in ("x", "y", "z"):
+            a = "xyz".index(fld)
+            # origin_a = r0_a - sum_k com_k (r_k - r0)_a / L
+            E[row, o + a] = 1.0 + sum(bl.com) / L
+            for k in range(3):
+                E[row, o + 3 * (k + 1) + a] -= bl.com[k] / L
+        elif len(fld) == 3 and fld[0] == "R" and fld[1] in "123" and fld[2] in "123":
+            a, k = int(fld[1]) - 1, int(fld[2]) - 1
+            E[row, o + 3 * (k + 1) + a] = 1.0 / L
+            E[row, o + a] = -1.0 / L
+        else:
+            problems.append(f"--coords: column '{col}': '{fld}' is not usable as a minimal coordinate; "
+                            "use a position (x, y, z) or a rotation-matrix entry (R11..R33) of a body")
+    if problems:
+        raise TrainingError(problems)
+    if np.linalg.matrix_rank(E) < len(coords):
+        raise TrainingError(f"--coords {','.join(coords)}: the columns are linearly dependent; choose independent ones")
+    return E, np.zeros(len(coords))
+
+
+def build_model(ds: Dataset, cfg: TrainConfig, angles: list[bool]) -> TorchManifoldModel:
+    x_all = ds.x
+    x_mean = x_all.mean(axis=0)
+    x_scale = _scales(x_all, cfg.scale_floor)
+    if cfg.coords:
+        E, e0 = known_coordinate_map(ds, cfg.coords)
+        encoder = LinearEncoder(E, e0)
+        q = x_all @ E.T + e0
+        q_mean, q_scale = q.mean(axis=0), _scales(q, cfg.scale_floor)
+    else:
+        encoder = NeuralEncoder(ds.layout.size, cfg.dof, cfg.encoder_hidden, cfg.activation, angles, x_mean, x_scale)
+        q_mean, q_scale = np.zeros(cfg.dof), np.ones(cfg.dof)
+    decoder = Decoder(cfg.dof, ds.layout.size, cfg.decoder_hidden(ds.layout.size), cfg.activation, angles, q_mean, q_scale,
+                      x_mean, x_scale)
+    return TorchManifoldModel(decoder, encoder, ds.M, ds.forces, cfg.step_map)
+
+
+@dataclass
+class TrainResult:
+    model: TorchManifoldModel
+    angles: list[bool]
+    history: list[dict]
+    metrics: dict
+    seconds: float
+
+
+def loss_scales(cfg: TrainConfig, model: TorchManifoldModel, ds: Dataset, W: Windows) -> dict[str, np.ndarray]:
+    """Per-term data scales: positions ``x``, velocities ``v``, accelerations ``a``."""
+    acc = (W.x[:, 2] - 2 * W.x[:, 1] + W.x[:, 0]).numpy() / W.dt**2
+    vel = W.xd[:, 1].numpy()
+    if cfg.loss_scale == "channel":
+        # the decoder's output scales are exactly the per-channel spreads of x
+        return {"x": model.decoder.x_scale.numpy(), "v": _scales(vel, cfg.scale_floor), "a": _scales(acc, cfg.scale_floor)}
+    # one scale per term: errors weigh as metres (m/s, m/s^2) whatever the channel
+    rms = lambda a: np.full(ds.layout.size, np.sqrt(np.mean(a.var(axis=0))))  # noqa: E731
+    return {"x": rms(ds.x), "v": rms(vel), "a": rms(acc)}
+
+
+class LossFunction:
+    """The training loss on a batch of :class:`Windows`; returns the total and its parts."""
+
+    def __init__(self, model: TorchManifoldModel, cfg: TrainConfig, angles: list[bool], scales: dict[str, np.ndarray]):
+        self.model, self.cfg = model, cfg
+        self.x_scale, self.v_scale, self.a_scale = (torch.as_tensor(scales[k], dtype=F64) for k in "xva")
+        self.angle_mask = torch.tensor(angles, dtype=torch.bool)
+        self.weights = {"rec": cfg.rec_weight, "dyn": cfg.dyn_weight, "vel": cfg.vel_weight,
+                        "acc": cfg.acc_weight, "roll": cfg.rollout_weight}
+
+    def _continuous(self, q_ref: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """Shift angle-type entries of ``q`` by 2 pi k to be nearest ``q_ref`` (unwrapping a triplet)."""
+        if not self.angle_mask.any():
+            return q
+        return torch.where(self.angle_mask, q_ref + wrap_to_pi(q - q_ref), q)
+
+    def _encode(self, W: Windows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        enc = self.model.encoder
+        q_prev, q, q_next = enc(W.x[:, 0]), enc(W.x[:, 1]), enc(W.x[:, 2])
+        return self._continuous(q, q_prev), q, self._continuous(q, q_next)
+
+    def _rec(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor,
+             q_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """L_rec, and ``h_d(q_next)`` when it was decoded on the way (autoencoder: the triplet)."""
+        dec = self.model.decoder
+        if isinstance(self.model.encoder, LinearEncoder):
+            return ((dec(q) - W.x[:, 1]) / self.x_scale).pow(2).mean(), None
+        xs = torch.cat([W.x[:, 0], W.x[:, 1], W.x[:, 2]])
+        decoded = dec(torch.cat([q_prev, q, q_next]))
+        return ((decoded - xs) / self.x_scale).pow(2).mean(), decoded[2 * len(q):]
+
+    def rec(self, W: Windows) -> torch.Tensor:
+        """L_rec alone."""
+        return self._rec(W, *self._encode(W))[0]
+
+    def terms(self, W: Windows) -> dict[str, torch.Tensor]:
+        m, dt = self.model, W.dt
+        x_prev, x, x_next = W.x[:, 0], W.x[:, 1], W.x[:, 2]
+        q_prev, q, q_next = self._encode(W)
+        dec = m.decoder
+        rec, x_next = self._rec(W, q_prev, q, q_next)
+        parts = {"rec": rec}
+        if self.cfg.loss == "sim":
+            v = m.step_map.training_velocity(q_prev, q, q_next, dt)
+            q_hat = 2.0 * q - q_prev + dt * dt * acceleration(m.terms(q, W.u[:, 1]), v)
+            x_next = dec(q_next) if x_next is None else x_next
+            parts["dyn"] = ((dec(q_hat) - x_next) / (dt * dt) / self.a_scale).pow(2).mean()
+        else:
+            parts["vel"], parts["acc"] = self.kinematic(x, W.xd[:, 1], (x_next - 2.0 * x + x_prev) / (dt * dt))
+        if self.cfg.rollout_steps:
+            parts["roll"] = self.rollout(W, q_prev, q)
+        return parts
+
+    def kinematic(self, x: torch.Tensor, xd: torch.Tensor, xdd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Appendix eqs. A.1-A.6: decoded velocity and acceleration against the data's."""
+        enc = self.model.encoder
+        tangent = lambda y: jvp(enc, (y,), (xd,))[1]  # noqa: E731  (dh_e/dx) xd at y
+        qd, curvature = jvp(tangent, (x,), (xd,))  # A.5, and d2h_e/dx2 : xd xd
+        q, qdd_lin = jvp(enc, (x,), (xdd,))
+        qdd = qdd_lin + curvature  # A.6
+        _, J, H = self.model.decoder.value_jh(q)
+        v_hat = torch.einsum("bnm,bm->bn", J, qd)  # A.3
+        a_hat = torch.einsum("bnm,bm->bn", J, qdd) + torch.einsum("bnij,bi,bj->bn", H, qd, qd)  # A.4
+        return ((v_hat - xd) / self.v_scale).pow(2).mean(), ((a_hat - xdd) / self.a_scale).pow(2).mean()
+
+    def rollout(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """``K`` steps of the model's step map; step ``k``'s decoded error as an acceleration.
+
+        Run from every ``K``-th window (they are in time order), so the ``K`` sequential steps
+        cost about what the one-step terms on all windows cost.
+        """
+        m, dt, K = self.model, W.dt, self.cfg.rollout_steps
+        W, q_prev, q = W.subset(np.arange(0, len(W), K)), q_prev[::K], q[::K]
+        predicted = []
+        for k in range(K):
+            q_prev, q = q, m.step(q_prev, q, W.u[:, k + 1], dt)
+            predicted.append(q)
+        B, n = W.x.shape[0], W.x.shape[2]
+        q_hat = torch.stack(predicted, 1).reshape(B * K, -1)
+        q_data = m.encoder(W.x[:, 2:K + 2].reshape(B * K, n))  # the decoder is 2 pi periodic in angles
+        err = (m.decoder(q_hat) - m.decoder(q_data)).reshape(B, K, n)
+        k = torch.arange(1, K + 1, dtype=F64)
+        return (err / (0.5 * k * (k + 1) * dt * dt)[None, :, None] / self.a_scale).pow(2).mean()
+
+    def __call__(self, W: Windows, kinematic_only: bool = False) -> tuple[torch.Tensor, dict]:
+        """``kinematic_only``: L_rec alone (the warm-up phase; the other terms are not computed)."""
+        if kinematic_only:
+            rec = self.rec(W)
+            return self.weights["rec"] * rec, {"rec": rec.item()}
+        parts = self.terms(W)
+        loss = sum(self.weights[k] * v for k, v in parts.items())
+        return loss, {k: v.item() for k, v in parts.items()}
+
+
+def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None = None,
+          checkpoint: "Checkpointer | None" = None) -> TrainResult:
+    """Train a reduced model on a dataset; deterministic for a given seed.
+
+    With ``checkpoint`` the training state is written to its file every ``checkpoint.every``
+    seconds and on KeyboardInterrupt (then :class:`TrainingInterrupted` is raised), and with
+    ``checkpoint.resume`` training continues from that file.
+    """
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
+            return _train(ds, cfg, progress, checkpoint)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+CHECKPOINT_VERSION = 2
+LBFGS_CHUNK = 20  # L-BFGS iterations per optimiser step (and per progress entry)
+
+
+def write_checkpoint(checkpoint: Checkpointer, state: dict) -> None:
+    checkpoint.save(lambda tmp: torch.save(state, tmp))
+
+
+def read_checkpoint(checkpoint: Checkpointer, config: dict, data_hash: str) -> dict:
+    p = checkpoint.path
+    if not p.exists():
+        raise TrainingError(f"{p}: no checkpoint to resume from; run without --resume to start training")
+    try:
+        state = torch.load(p, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user error
+        raise TrainingError(f"{p}: not a readable training checkpoint ({type(exc).__name__}); "
+                            "delete it and run without --resume to start over") from None
+    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
+        raise TrainingError(f"{p}: not a training checkpoint of this mc2fmu version; "
+                            "delete it and run without --resume to start over")
+    fix = f"resume with the same data and options, or delete {p} (and drop --resume) to start over"
+    saved = json.loads(state["config"])
+    changed = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in config.items() if saved.get(k) != v]
+    if changed:
+        raise TrainingError(f"{p}: the checkpoint was made with other training options "
+                            f"({'; '.join(changed)}): {fix}")
+    if state["data_hash"] != data_hash:
+        raise TrainingError(f"{p}: the checkpoint was made from other training data "
+                            f"(hash {state['data_hash'][:12]}, this data {data_hash[:12]}): {fix}")
+    return state
+
+
+def _data_hash(W: Windows, model: TorchManifoldModel) -> str:
+    h = hashlib.sha256()
+    physics = [model.M, model.f_g, model.f_B, model.f_C] + [getattr(model, b) for b in model.SPRING_BUFFERS]
+    for a in W.arrays() + [t.numpy() for t in physics]:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None,
+           checkpoint: Checkpointer | None) -> TrainResult:
+    cfg.validate()
+    if cfg.dof >= ds.layout.size:
+        raise TrainingError(f"--dof {cfg.dof}: must be smaller than the {ds.layout.size} natural coordinates")
+    torch.manual_seed(cfg.seed)
+    t0 = time.perf_counter()
+    angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
+    T = make_windows(ds, cfg.samples, cfg.window)
+    model = build_model(ds, cfg, angles)
+    loss_fn = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, T))
+
+    rng = np.random.default_rng(cfg.seed)
+    n = len(T)
+    perm = rng.permutation(n)
+    n_val = max(2, int(round(cfg.validation_fraction * n)))
+    train_set, val_set = T.subset(np.sort(perm[n_val:])), T.subset(np.sort(perm[:n_val]))
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    best = {"val": math.inf, "state": copy.deepcopy(model.state_dict())}
+    history: list[dict] = []
+    total = cfg.adam_epochs + cfg.lbfgs_iters
+    # the whole run as a list of optimiser steps; a checkpoint names the next one to take
+    steps = [("adam", ep) for ep in range(cfg.adam_epochs)] + [("lbfgs", it) for it in range(0, cfg.lbfgs_iters, LBFGS_CHUNK)]
+
+    # The Adam phase fits the kinematics alone (warm-up "rec"): with the dynamics term from the
+    # start, a stiff force (e.g. a spring on a decoded length) can pull an unformed decoder
+    # into a basin where L-BFGS no longer recovers the reconstruction.
+    warm = cfg.warmup == "rec"
+
+    def record(stage: str, it: int, loss: float, parts: dict) -> None:
+        with torch.no_grad():
+            vloss, _ = loss_fn(val_set, kinematic_only=warm and stage == "adam")
+        v = float(vloss)
+        if not math.isfinite(loss) or not math.isfinite(v):
+            raise TrainingError(
+                f"training diverged at {stage} iteration {it}: the loss became {loss} (validation {v}); "
+                "try a smaller --lr, another --seed, or check the dataset (dt, forces)"
+            )
+        if v < best["val"]:
+            best["val"] = v
+            best["state"] = copy.deepcopy(model.state_dict())
+        entry = {"stage": stage, "iter": it, "loss": loss, "val": v, **parts,
+                 "elapsed": time.perf_counter() - t0, "done": (it + (cfg.adam_epochs if stage == "lbfgs" else 0)) / total}
+        history.append(entry)
+        if progress:
+            progress(entry)
+
+    opt = torch.optim.Adam(params, lr=cfg.adam_lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.adam_epochs, 1), eta_min=cfg.adam_lr * 0.03)
+    lbfgs: torch.optim.LBFGS | None = None
+
+    def new_lbfgs() -> torch.optim.LBFGS:
+        return torch.optim.LBFGS(params, lr=1.0, max_iter=LBFGS_CHUNK, history_size=50, line_search_fn="strong_wolfe",
+                                 tolerance_grad=1e-12, tolerance_change=1e-15)
+
+    config_key = json.loads(json.dumps(config_to_dict(cfg)))  # as a checkpoint holds it
+    data_hash = _data_hash(T, model) if checkpoint else ""
+
+    def snapshot(step: int) -> dict:
+        """Everything needed to take ``steps[step]`` and the rest exactly as this run would."""
+        return copy.deepcopy({
+            "version": CHECKPOINT_VERSION, "step": step, "phase": steps[step][0] if step < len(steps) else "done",
+            "iteration": steps[step][1] if step < len(steps) else total,
+            "model": model.state_dict(), "adam": opt.state_dict(), "sched": sched.state_dict(),
+            "lbfgs": None if lbfgs is None else lbfgs.state_dict(),
+            "best_val": best["val"], "best_state": best["state"], "history": history,
+            "elapsed": time.perf_counter() - t0, "rng": torch.get_rng_state(),
+            "config": json.dumps(config_key, sort_keys=True), "data_hash": data_hash,
+        })
+
+    first = 0
+    if checkpoint and checkpoint.resume:
+        s = read_checkpoint(checkpoint, config_key, data_hash)
+        first = s["step"]
+        model.load_state_dict(s["model"])
+        opt.load_state_dict(s["adam"])
+        sched.load_state_dict(s["sched"])
+        if s["lbfgs"] is not None:
+            lbfgs = new_lbfgs()
+            lbfgs.load_state_dict(s["lbfgs"])
+        best.update(val=s["best_val"], state=s["best_state"])
+        history[:] = s["history"]
+        t0 -= s["elapsed"]
+        torch.set_rng_state(s["rng"])
+    if checkpoint:
+        checkpoint.start()
+
+    last = snapshot(first) if checkpoint else None
+    lbfgs_parts: dict = {}
+
+    def closure():
+        lbfgs.zero_grad()
+        loss, parts = loss_fn(train_set)
+        loss.backward()
+        lbfgs_parts.update(parts)
+        return loss
+
+    try:
+        for step in range(first, len(steps)):
+            if checkpoint:
+                last = snapshot(step)
+                if checkpoint.due():
+                    write_checkpoint(checkpoint, last)
+            stage, it = steps[step]
+            if stage == "adam":
+                opt.zero_grad()
+                loss, parts = loss_fn(train_set, kinematic_only=warm)
+                loss.backward()
+                opt.step()
+                sched.step()
+                if it % 25 == 0 or it == cfg.adam_epochs - 1:
+                    record("adam", it + 1, loss.item(), parts)
+            else:
+                if lbfgs is None:  # from Adam's best weights
+                    model.load_state_dict(best["state"])
+                    lbfgs = new_lbfgs()
+                    if warm:  # the full loss from here on: the warm-up's best is not comparable
+                        best["val"] = math.inf
+                loss = lbfgs.step(closure)
+                record("lbfgs", min(it + LBFGS_CHUNK, cfg.lbfgs_iters), loss.item(), dict(lbfgs_parts))
+    except KeyboardInterrupt:
+        if checkpoint and last is not None:
+            write_checkpoint(checkpoint, last)
+        raise TrainingInterrupted(checkpoint.path if checkpoint else None) from None
+
+    model.load_state_dict(best["state"])
+    with torch.no_grad():
+        _, parts = loss_fn(T)
+    seconds = time.perf_counter() - t0
+    metrics = {"val_loss": best["val"], **parts, "triplets": n, "train_seconds": seconds}
+    return TrainResult(model, angles, history, metrics, seconds)

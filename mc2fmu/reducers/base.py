@@ -1,0 +1,214 @@
+"""The reducer interface and registry.
+
+A *reducer* turns a natural-coordinate dataset into a reduced model, in the manner of a
+scikit-learn / pysindy estimator or a pyMOR reductor: it is chosen by its registry name
+(``mc2fmu train --reducer NAME``), configured by a frozen dataclass (its ``Config``), and its
+:meth:`Reducer.fit` receives a :class:`~mc2fmu.data.dataset.Dataset` and returns a
+:class:`~mc2fmu.reduced.artifact.ModelArtifact` (the run-time model with its envelope and
+training record), nothing more: reading files and writing the model directory are the
+pipeline's business.
+
+A config field becomes a command-line option when its metadata has a ``flag``::
+
+    dof: int = field(metadata={"flag": "--dof", "help": "...", "metavar": "N"})
+
+(``choices``: a callable returning the valid values, e.g. a registry's keys; ``parse``: turns
+the option's text into the field's value.)  :func:`add_config_arguments` and
+:func:`config_from_args` are the only mapping between the two.
+
+Registered reducers are imported lazily (:data:`REDUCERS` holds ``module:attribute`` paths of
+the config class and the reducer), so the command line's options cost no torch import and
+choosing a reducer imports what it trains with (torch for the autoencoder) and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import TrainingError
+from ..files import atomic_output
+
+
+class Reducer(Protocol):
+    """What a reducer is: a name, a description, a config class and ``fit``."""
+
+    name: str
+    description: str
+    Config: type
+
+    def fit(self, dataset, config, *, progress: Callable[[dict], None] | None = None,
+            checkpoint: "Checkpointer | None" = None):
+        """Train on ``dataset`` (deterministic for a given config); return a ModelArtifact.
+
+        ``progress`` receives entries with at least ``done`` (0..1), ``stage``, ``iter``,
+        ``loss``, ``val``.  With ``checkpoint`` the reducer saves its state through it and
+        resumes from it when ``checkpoint.resume``.
+        """
+
+
+def _attr(path: str):
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class ReducerEntry:
+    """A registered reducer: its config class and the reducer itself, as ``module:attribute``
+    paths imported on first use (the config's module must not import the training stack)."""
+
+    name: str
+    description: str
+    config: str
+    reducer: str
+
+    def config_class(self) -> type:
+        return _attr(self.config)
+
+    def load(self) -> Reducer:
+        return _attr(self.reducer)
+
+
+REDUCERS: dict[str, ReducerEntry] = {}
+
+
+def register_reducer(entry: ReducerEntry) -> ReducerEntry:
+    REDUCERS[entry.name] = entry
+    return entry
+
+
+register_reducer(ReducerEntry(
+    "autoencoder", "physics-informed autoencoder on natural coordinates (seed 000); known coordinates with --coords",
+    "mc2fmu.reducers.autoencoder.config:TrainConfig", "mc2fmu.reducers.autoencoder.reducer:AUTOENCODER"))
+DEFAULT_REDUCER = "autoencoder"
+
+
+def reducer_entry(name: str) -> ReducerEntry:
+    if name not in REDUCERS:
+        raise TrainingError(f"--reducer {name!r}: not available; choose one of {', '.join(REDUCERS)}")
+    return REDUCERS[name]
+
+
+def get_reducer(name: str) -> Reducer:
+    return reducer_entry(name).load()
+
+
+# ------------------------------------------------------------------ config <-> command line
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """``"64,64"`` -> ``(64, 64)``; positive integers only."""
+    try:
+        widths = tuple(int(s) for s in name_list(text))
+    except ValueError:
+        raise ValueError(f"{text!r}: give comma-separated positive integers, e.g. 32,32") from None
+    if not widths or min(widths) < 1:
+        raise ValueError(f"{text!r}: give comma-separated positive integers, e.g. 32,32")
+    return widths
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    """``"a, b"`` -> ``("a", "b")``."""
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def option_fields(config_cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(config_cls) if "flag" in f.metadata]
+
+
+def add_config_arguments(parser: argparse.ArgumentParser | Any, config_cls: type, seen: set[str] | None = None) -> None:
+    """One option per field of ``config_cls`` that has a ``flag`` (skipping flags in ``seen``).
+
+    Every option defaults to None, so only what the user gave overrides the dataclass defaults.
+    """
+    seen = set() if seen is None else seen
+    for f in option_fields(config_cls):
+        md = f.metadata
+        if md["flag"] in seen:
+            continue
+        seen.add(md["flag"])
+        kw: dict[str, Any] = {"dest": f.name, "default": None, "help": md.get("help", "")}
+        if "metavar" in md:
+            kw["metavar"] = md["metavar"]
+        if "choices" in md:
+            kw["choices"] = list(md["choices"]())
+        if f.type in ("int", int):
+            kw["type"] = int
+        elif f.type in ("float", float):
+            kw["type"] = float
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kw["required"] = True
+        parser.add_argument(md["flag"], **kw)
+
+
+def config_from_args(config_cls: type, args: argparse.Namespace):
+    """The config of the options the user gave (others keep their defaults)."""
+    values, problems = {}, []
+    for f in option_fields(config_cls):
+        v = getattr(args, f.name, None)
+        if v is None:
+            continue
+        parse = f.metadata.get("parse")
+        if parse is not None:
+            try:
+                v = parse(v)
+            except ValueError as exc:
+                problems.append(f"{f.metadata['flag']} {exc}")
+                continue
+        values[f.name] = v
+    if problems:
+        raise TrainingError(problems)
+    return config_cls(**values)
+
+
+def config_to_dict(config) -> dict:
+    """A config as JSON-able values (tuples as lists)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(config).items()}
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training; the state was saved to ``checkpoint`` (None: no checkpointing)."""
+
+    def __init__(self, checkpoint: Path | None):
+        super().__init__(str(checkpoint or ""))
+        self.checkpoint = checkpoint
+
+
+def checkpoint_path(out_dir) -> Path:
+    """Where ``mc2fmu train -o MODEL_DIR`` keeps its training state: ``MODEL_DIR.checkpoint.pt``."""
+    p = Path(out_dir)
+    return p.with_name(p.name + ".checkpoint.pt")
+
+
+@dataclass
+class Checkpointer:
+    """When and where a reducer saves its training state: atomically to ``path`` every
+    ``every`` seconds (<= 0: only on Ctrl-C), at the reducer's iteration boundaries;
+    ``resume``: continue from it.  The state's format is the reducer's."""
+
+    path: Path
+    every: float = 30.0
+    resume: bool = False
+    _last: float = field(default=0.0, repr=False)
+
+    def start(self) -> None:
+        """The first periodic write comes ``every`` seconds from now."""
+        self._last = time.perf_counter()
+
+    def due(self) -> bool:
+        return self.every > 0 and time.perf_counter() - self._last >= self.every
+
+    def save(self, writer: Callable[[Path], None]) -> None:
+        """``writer(tmp)`` writes the state to a temporary file that then replaces ``path``."""
+        with atomic_output(self.path) as tmp:
+            writer(tmp)
+        self._last = time.perf_counter()

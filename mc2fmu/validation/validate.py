@@ -1,0 +1,127 @@
+"""``mc2fmu validate``: run an FMU with fmpy against reference runs and report its accuracy.
+
+For every run the FMU is simulated in a fresh Python process (:mod:`mc2fmu.fmu.runner`) on
+the run's inputs, from the run's initial state (``q_start``/``qd_start``: the model's encoder
+applied to the run's first samples, exactly as ``mc2fmu simulate`` does; the model is the
+artifact the FMU carries under ``resources/model/``), at the run's sample step.  Reported per
+run: position NRMSE, maximum position and rotation errors, whether the FMU reached the stop
+time, when the envelope flag rose, when the error first exceeded 10 % (:data:`BIG_ERROR`, of
+the position spread, as in the NRMSE), the wall time.  ``fmpy validate``'s problems with the
+model description are reported too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import Mc2fmuError, ValidationError
+from ..fmu.common import MODEL_PREFIX
+from ..reduced.artifact import ModelArtifact, artifact_from_zip
+from ..reduced.envelope import LEAVE_THRESHOLD
+
+log = logging.getLogger(__name__)
+
+BIG_ERROR = 0.10  # "error above 10 %": the largest body's position error / the run's position spread
+
+
+def fmu_artifact(path: Path) -> ModelArtifact:
+    """The model artifact an mc2fmu FMU carries (read with the artifact's checks)."""
+    if not path.exists():
+        raise ValidationError(f"{path}: no such FMU; create one with `mc2fmu export MODEL_DIR -o {path}`")
+    with tempfile.TemporaryDirectory(prefix="mc2fmu-validate-") as tmp:
+        try:
+            art = artifact_from_zip(path, MODEL_PREFIX, tmp)
+        except Mc2fmuError as exc:
+            raise ValidationError([*exc.problems, f"{path}: `mc2fmu validate` checks FMUs written by `mc2fmu export`"]) from None
+    return art
+
+
+def quaternion_outputs(body_names: list[str]) -> list[str]:
+    return [f"{b}.{c}" for b in body_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+
+
+def validate_run(fmu: str | os.PathLike, art: ModelArtifact, mechanism, run_path: str | os.PathLike,
+                 timeout: float | None = None) -> dict[str, Any]:
+    """Simulate the FMU on one reference run; return the comparison (and the series for plots)."""
+    from ..data.poses import read_run, run_name
+    from ..fmu.runner import run_in_subprocess
+    from ..mechanics.natural import nc_from_poses
+    from ..mechanics.rotations import quaternion_to_matrix
+    from .metrics import error_over_time, position_nrmse, rotation_error
+
+    run = read_run(run_path, mechanism)
+    art.check_step(run.dt, run_path)
+    x = nc_from_poses(art.layout, run.origin, run.rotation)
+    q0, qd0 = art.initial_state_of(x)
+    start = {f"q_start[{i + 1}]": float(q0[i]) for i in range(art.dof)}
+    start |= {f"qd_start[{i + 1}]": float(qd0[i]) for i in range(art.dof)}
+    bodies = art.mechanism.body_names
+    outputs = quaternion_outputs(bodies) + [f"q[{i + 1}]" for i in range(art.dof)] + ["envelope"]
+    res = run_in_subprocess(fmu, run.t, run.u, art.mechanism.input_names, start, outputs, art.dt, timeout)
+    n_b, n = len(bodies), len(res["time"])
+    out = res["outputs"]
+    poses = out[:, : 7 * n_b].reshape(n, n_b, 7) if n else np.zeros((0, n_b, 7))
+    origin, quat = poses[..., :3], poses[..., 3:]
+    reached = bool(n == len(run.t) and math.isclose(res["time"][-1], run.t[-1], abs_tol=1e-9 * max(1.0, run.t[-1])))
+    ref_origin = run.origin[:n]
+    finite = n > 0 and bool(np.isfinite(origin).all())
+    if finite:
+        rot = quaternion_to_matrix(quat / np.linalg.norm(quat, axis=-1, keepdims=True))
+        err_pos = np.linalg.norm(origin - ref_origin, axis=-1)
+        err_rot = rotation_error(rot, run.rotation[:n])
+    env = out[:, -1] if n else np.zeros(0)
+    flag = np.flatnonzero(~(env <= LEAVE_THRESHOLD))
+    err_t = error_over_time(origin, ref_origin) if n else np.zeros(0)
+    big = np.flatnonzero((err_t > BIG_ERROR) | ~np.isfinite(origin).all(axis=(1, 2)))
+    # a run that stopped early counts as failed from the time it stopped
+    big_time = float(res["time"][big[0]]) if big.size else (None if reached else (float(res["time"][-1]) if n else 0.0))
+    summary = {
+        "run": run_name(Path(run_path)),
+        "path": str(run_path),
+        "samples": len(run.t),
+        "position_nrmse": position_nrmse(origin, ref_origin) if finite and reached else float("inf"),
+        "max_position_error": float(err_pos.max()) if finite else float("inf"),
+        "max_rotation_error": float(err_rot.max()) if finite else float("inf"),
+        "reached_stop_time": reached,
+        "stopped_at": float(res["time"][-1]) if n else None,
+        "envelope_flag_time": float(res["time"][flag[0]]) if flag.size else None,
+        "error_above_10pct_time": big_time,
+        "wall_time": float(res["wall_time"]),
+        "error": res["error"],
+        "messages": [m["message"] for m in res["messages"] if m["status"] > 0],
+    }
+    series = {"t": res["time"], "origin": origin, "ref_origin": ref_origin, "envelope": env, "error": err_t,
+              "ref_t": run.t, "ref_origin_full": run.origin}
+    return {"summary": summary, "series": series}
+
+
+def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_paths: list[str],
+                 report_dir: str | os.PathLike | None = None, progress=None) -> dict[str, Any]:
+    """``mc2fmu validate``: fmpy's model-description check plus a simulation per run."""
+    from fmpy.validation import validate_fmu as fmpy_validate
+
+    from ..mechanics.mechanism import load_mechanism
+
+    path = Path(fmu)
+    art = fmu_artifact(path)
+    mech = load_mechanism(mechanism_path)
+    art.check_mechanism(mech, mechanism_path)
+    problems = [str(p) for p in fmpy_validate(str(path))]
+    runs = []
+    for k, rp in enumerate(run_paths):
+        runs.append(validate_run(path, art, mech, rp))
+        if progress:
+            progress(k + 1, len(run_paths), runs[-1]["summary"])
+    result = {"fmu": str(path), "model_description_problems": problems, "runs": [r["summary"] for r in runs]}
+    if report_dir is not None:
+        from .report import write_report
+
+        result["report"] = str(write_report(report_dir, path, art, result, runs))
+    return result
