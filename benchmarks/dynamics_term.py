@@ -24,16 +24,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from train_accuracy import DOF, KNOWN, ensure_runs, evaluate  # noqa: E402
 
-from mc2fmu.artifact import load_model  # noqa: E402
-from mc2fmu.mechanism import load_mechanism  # noqa: E402
-from mc2fmu.metrics import position_nrmse  # noqa: E402
-from mc2fmu.natural import nc_from_poses, poses_from_nc  # noqa: E402
-from mc2fmu.poses import read_run  # noqa: E402
-from mc2fmu.train import TrainConfig, fit  # noqa: E402
+from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
+from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
+from mc2fmu.validation.metrics import position_nrmse  # noqa: E402
+from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc  # noqa: E402
+from mc2fmu.data.poses import read_run  # noqa: E402
+from mc2fmu.pipeline import train as fit  # noqa: E402
+from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 
 
 def reconstruction_nrmse(model_dir: Path, folder: Path) -> float:
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     run = read_run(folder / "runs" / "train.csv.gz", load_mechanism(folder / "mechanism.toml"))
     x = nc_from_poses(art.layout, run.origin, run.rotation)
     origin, _ = poses_from_nc(art.layout, art.decode(art.encode(x)))

@@ -25,14 +25,15 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.train_accuracy import DOF, KNOWN, ensure_runs  # noqa: E402
 from examples.reference import EXCITATIONS, MECHANISMS  # noqa: E402
-from mc2fmu.artifact import load_model  # noqa: E402
-from mc2fmu.export import export_fmu  # noqa: E402
-from mc2fmu.mechanism import load_mechanism  # noqa: E402
-from mc2fmu.natural import nc_from_poses, poses_from_nc  # noqa: E402
-from mc2fmu.poses import read_run  # noqa: E402
-from mc2fmu.simulate import simulate_run  # noqa: E402
-from mc2fmu.train import TrainConfig, fit  # noqa: E402
-from mc2fmu.validate import FmuInfo, validate_run  # noqa: E402
+from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
+from mc2fmu.fmu.export import export_fmu  # noqa: E402
+from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
+from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc  # noqa: E402
+from mc2fmu.data.poses import read_run  # noqa: E402
+from mc2fmu.reduced.simulate import simulate_run  # noqa: E402
+from mc2fmu.pipeline import train as fit  # noqa: E402
+from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
+from mc2fmu.validation.validate import FmuInfo, validate_run  # noqa: E402
 
 
 def parity(art, run, series) -> float:
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
                 coords = KNOWN[name] if mode == "known" else ()
                 fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"],
                     TrainConfig(dof=DOF[name], coords=coords), model)
-            art = load_model(model)
+            art = load_artifact(model)
             with tempfile.TemporaryDirectory() as tmp:
                 fmu = Path(tmp) / f"{name}.fmu"
                 export_fmu(model, fmu)

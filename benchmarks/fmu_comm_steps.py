@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.train_accuracy import ensure_runs  # noqa: E402
 from examples.reference import MECHANISMS  # noqa: E402
-from mc2fmu.export import export_fmu  # noqa: E402
-from mc2fmu.mechanism import load_mechanism  # noqa: E402
-from mc2fmu.poses import read_run  # noqa: E402
+from mc2fmu.fmu.export import export_fmu  # noqa: E402
+from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
+from mc2fmu.data.poses import read_run  # noqa: E402
 
 HOST = ROOT / "tests" / "fmu_host.py"
 STEPS = (0.001, 0.0025, 0.01, 0.0007)

@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.train_accuracy import ensure_runs  # noqa: E402
 from examples.reference import MECHANISMS, simulate  # noqa: E402
-from mc2fmu.export import export_fmu  # noqa: E402
-from mc2fmu.mechanism import load_mechanism  # noqa: E402
-from mc2fmu.poses import read_run  # noqa: E402
-from mc2fmu.validate import FmuInfo, validate_run  # noqa: E402
+from mc2fmu.fmu.export import export_fmu  # noqa: E402
+from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
+from mc2fmu.data.poses import read_run  # noqa: E402
+from mc2fmu.validation.validate import FmuInfo, validate_run  # noqa: E402
 from tests.c_host.run import build_host, extract, run_host  # noqa: E402
 
 

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from examples.reference import MECHANISMS, write_run_file  # noqa: E402
-from mc2fmu.dataset import ingest  # noqa: E402
-from mc2fmu.natural import kinetic_energy, nc_velocity  # noqa: E402
+from mc2fmu.data.dataset import ingest  # noqa: E402
+from mc2fmu.mechanics.natural import kinetic_energy, nc_velocity  # noqa: E402
 from tests.oracles import power_errors  # noqa: E402
 
 

@@ -23,13 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from examples.reference import EXCITATIONS, MECHANISMS, write_example  # noqa: E402
-from mc2fmu.artifact import load_model  # noqa: E402
-from mc2fmu.mechanism import load_mechanism  # noqa: E402
-from mc2fmu.metrics import error_over_time, position_nrmse, rotation_error  # noqa: E402
-from mc2fmu.natural import nc_from_poses, poses_from_nc  # noqa: E402
-from mc2fmu.poses import read_run  # noqa: E402
-from mc2fmu.simulate import simulate_run  # noqa: E402
-from mc2fmu.train import TrainConfig, fit  # noqa: E402
+from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
+from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
+from mc2fmu.validation.metrics import error_over_time, position_nrmse, rotation_error  # noqa: E402
+from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc  # noqa: E402
+from mc2fmu.data.poses import read_run  # noqa: E402
+from mc2fmu.reduced.simulate import simulate_run  # noqa: E402
+from mc2fmu.pipeline import train as fit  # noqa: E402
+from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 
 #: known minimal coordinates per mechanism (pose columns), the paper's section 4.2.2 mode
 KNOWN = {
@@ -49,7 +50,7 @@ def ensure_runs(name: str) -> Path:
 
 
 def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     mech = load_mechanism(folder / "mechanism.toml")
     out = {}
     for exc in EXCITATIONS:

@@ -123,7 +123,7 @@ def mechanism_dict(name: str | Model) -> dict:
 
 def mechanism_toml(name: str) -> str:
     """The text of ``mechanism.toml`` (hand-formatted: the standard library has no TOML writer)."""
-    from mc2fmu.mechanism import mechanism_toml as to_toml
+    from mc2fmu.mechanics.mechanism import mechanism_toml as to_toml
 
     m = _builder(name)()
     return to_toml(mechanism_dict(name), header=[
@@ -355,8 +355,8 @@ def write_run_file(name: str, excitation: str, out_dir) -> dict:
     written first if missing) and the joint errors are recomputed from it:
     ``info['file_joint_error']``.
     """
-    from mc2fmu.mechanism import load_mechanism
-    from mc2fmu.poses import read_run, write_run
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.data.poses import read_run, write_run
 
     toml_path = Path(out_dir) / name / "mechanism.toml"
     if not toml_path.exists():

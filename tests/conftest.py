@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mc2fmu.poses import write_run
+from mc2fmu.data.poses import write_run
 
 MECHANISM_TOML = textwrap.dedent(
     """\

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mc2fmu.mechanism import GROUND
-from mc2fmu.natural import ForceModel, NCLayout, SpringModel, force_model, mass_matrix, nc_from_poses, nc_velocity
+from mc2fmu.mechanics.mechanism import GROUND
+from mc2fmu.mechanics.natural import ForceModel, NCLayout, SpringModel, force_model, mass_matrix, nc_from_poses, nc_velocity
 
 
 def point_motion(mech, body: str, point, rotation, origin, v_com, omega) -> tuple[np.ndarray, np.ndarray]:

@@ -15,9 +15,9 @@ import pytest
 pytest.importorskip("exudyn")
 
 from examples.reference import MECHANISMS, simulate  # noqa: E402
-from mc2fmu.dataset import ingest  # noqa: E402
-from mc2fmu.mechanism import mechanism_from_dict  # noqa: E402
-from mc2fmu.natural import (  # noqa: E402
+from mc2fmu.data.dataset import ingest  # noqa: E402
+from mc2fmu.mechanics.mechanism import mechanism_from_dict  # noqa: E402
+from mc2fmu.mechanics.natural import (  # noqa: E402
     build_layout,
     kinetic_energy,
     mass_matrix,

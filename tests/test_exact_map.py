@@ -18,11 +18,11 @@ pytest.importorskip("exudyn")
 
 from examples._model import Spring  # noqa: E402
 from examples.reference import mechanism_dict, model as reference_model, simulate  # noqa: E402
-from mc2fmu.mechanism import mechanism_from_dict  # noqa: E402
-from mc2fmu.metrics import position_nrmse  # noqa: E402
-from mc2fmu.model import ReducedModel  # noqa: E402
-from mc2fmu.natural import build_layout, force_model, mass_matrix, poses_from_nc  # noqa: E402
-from mc2fmu.simulate import initial_history, rollout  # noqa: E402
+from mc2fmu.mechanics.mechanism import mechanism_from_dict  # noqa: E402
+from mc2fmu.validation.metrics import position_nrmse  # noqa: E402
+from mc2fmu.reducers.autoencoder.torch_model import TorchManifoldModel  # noqa: E402
+from mc2fmu.mechanics.natural import build_layout, force_model, mass_matrix, poses_from_nc  # noqa: E402
+from mc2fmu.reduced.simulate import initial_history, rollout  # noqa: E402
 
 R_CRANK, L_ROD = 0.15, 0.45  # examples/mechanisms.py slider_crank()
 
@@ -114,17 +114,32 @@ def sprung_setup():
     return run, layout, M, force_model(mech, layout, M)
 
 
+class _Stepper:
+    """The exact torch model behind the numpy interface `rollout` drives (dt, acceleration, step)."""
+
+    def __init__(self, model, dt: float):
+        self.model, self.dt = model, dt
+
+    def acceleration(self, q, v, u):
+        with torch.no_grad():
+            return self.model.acceleration(*(torch.as_tensor(np.atleast_2d(a)) for a in (q, v, u))).numpy()
+
+    def step(self, q_prev, q, u):
+        with torch.no_grad():
+            return self.model.step(*(torch.as_tensor(np.atleast_2d(a)) for a in (q_prev, q, u)), self.dt).numpy()
+
+
 def _simulate(exact_setup, step_map: str, seconds: float):
     run, layout, M, fm = exact_setup
     dec = ExactSliderCrank(layout)
-    model = ReducedModel(dec, torch.nn.Identity(), M, fm, step_map)
+    dt = 1e-3
+    model = _Stepper(TorchManifoldModel(dec, torch.nn.Identity(), M, fm, step_map), dt)
     n = int(round(seconds / 1e-3)) + 1
     R = run["rotation"][:n, 0]
     theta = np.arctan2(R[:, 1, 0], R[:, 0, 0])
-    dt = 1e-3
     # the engine starts at rest: q0 from its pose, qd0 = 0
-    q_prev = initial_history(model, theta[:1], np.zeros(1), run["u"][0], dt)
-    q = rollout(model, q_prev, theta[:1], run["u"][:n], dt)
+    q_prev = initial_history(model, theta[:1], np.zeros(1), run["u"][0])
+    q = rollout(model, q_prev, theta[:1], run["u"][:n])
     with torch.no_grad():
         x = dec(torch.as_tensor(q)).numpy()
     origin, _ = poses_from_nc(layout, x)

@@ -24,8 +24,9 @@ MECHANISMS = ["four_bar", "slider_crank"]
 @pytest.fixture(scope="module")
 def exported(reference_run, tmp_path_factory):
     """``exported(name)`` -> (model_dir, fmu_path, mechanism_path, train_run): trained briefly, exported once."""
-    from mc2fmu.export import export_fmu
-    from mc2fmu.train import TrainConfig, fit
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
 
     cache: dict[str, tuple] = {}
     root = tmp_path_factory.mktemp("export")
@@ -52,12 +53,12 @@ def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name
     """rhs.onnx against M_m = J^T M J, G_m = J^T M (H:vv), f_m = J^T f(x, J qd, u) assembled here
     in numpy from decoder.onnx's x, J, H, the stored M and the mechanism's force model (springs
     included); decoder.onnx's J and H against central differences of positions.onnx."""
-    from mc2fmu.artifact import load_model
-    from mc2fmu.natural import force_model
-    from mc2fmu.onnx_export import TOLERANCE, export_onnx, sample_points, session
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.mechanics.natural import force_model
+    from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, export_onnx, sample_points, session
 
     model_dir = exported(name)[0]
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     errors = export_onnx(art, tmp_path)
     assert max(errors.values()) <= TOLERANCE
     dec, pos, rhs = (session(tmp_path / f"{g}.onnx") for g in ("decoder", "positions", "rhs"))
@@ -86,7 +87,7 @@ def test_exportable_atan2_equals_torch_atan2():
     float64 correction, equal to torch.atan2 to rounding, across all quadrants and at +-pi."""
     import torch
 
-    from mc2fmu.model import atan2
+    from mc2fmu.reducers.autoencoder.torch_model import atan2
 
     rng = np.random.default_rng(1)
     y, x = (torch.as_tensor(rng.normal(size=20000) * 10.0 ** rng.integers(-6, 6, 20000)) for _ in range(2))
@@ -119,14 +120,14 @@ def test_fmpy_validate_finds_no_problems(exported, name):
 def _assert_parity(model_dir, fmu, mech_path, run_path) -> dict:
     """The FMU under fmpy (fresh process) against `mc2fmu simulate`'s rollout of the same
     model on ``run_path``: positions to 1e-9 m, the same stop and the same envelope flag."""
-    from mc2fmu.artifact import load_model
-    from mc2fmu.mechanism import load_mechanism
-    from mc2fmu.natural import nc_from_poses, poses_from_nc
-    from mc2fmu.poses import read_run
-    from mc2fmu.simulate import simulate_run
-    from mc2fmu.validate import FmuInfo, validate_run
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.reduced.simulate import simulate_run
+    from mc2fmu.validation.validate import FmuInfo, validate_run
 
-    art, mech = load_model(model_dir), load_mechanism(mech_path)
+    art, mech = load_artifact(model_dir), load_mechanism(mech_path)
     run = read_run(run_path, mech)
     ref = simulate_run(art, nc_from_poses(art.layout, run.origin, run.rotation), run.u)
     ok = np.isfinite(ref["x"]).all(axis=1)
@@ -157,8 +158,9 @@ def test_fmu_matches_mc2fmu_simulate(exported, reference_run, name):
 
 def test_angle_latent_fmu_matches_simulate_through_full_revolutions(spinning_pendulum, tmp_path):
     """An angle-type coordinate (cos/sin in, atan2 out, unbounded envelope) through the FMU."""
-    from mc2fmu.export import export_fmu
-    from mc2fmu.train import TrainConfig, fit
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
 
     mech, run, theta = spinning_pendulum
     meta = fit(mech, [run], TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=60), tmp_path / "model")
@@ -175,10 +177,11 @@ def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, na
     from fmpy import read_model_description
     from fmpy.validation import validate_fmu
 
-    from mc2fmu.export import export_fmu
-    from mc2fmu.mechanism import load_mechanism
-    from mc2fmu.onnx_export import TOLERANCE
-    from mc2fmu.train import TrainConfig, fit
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.reducers.autoencoder.graphs import TOLERANCE
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
 
     run = reference_run(name, "train")
     mech_path = Path(run["path"]).parent.parent / "mechanism.toml"
@@ -317,14 +320,14 @@ def _reference_leaves_envelope(model_dir, mech_path, run_path) -> bool:
     inputs) leave the training envelope?  (The shape run's velocity can, by about 1 %.)"""
     import torch
 
-    from mc2fmu.artifact import load_model
-    from mc2fmu.envelope import LEAVE_THRESHOLD
-    from mc2fmu.mechanism import load_mechanism
-    from mc2fmu.model import unwrap_angles
-    from mc2fmu.natural import nc_from_poses
-    from mc2fmu.poses import read_run
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.reduced.envelope import LEAVE_THRESHOLD
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.reducers.autoencoder.torch_model import unwrap_angles
+    from mc2fmu.mechanics.natural import nc_from_poses
+    from mc2fmu.data.poses import read_run
 
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     run = read_run(run_path, load_mechanism(mech_path))
     with torch.no_grad():
         q = art.model.encoder(torch.as_tensor(nc_from_poses(art.layout, run.origin, run.rotation))).numpy()

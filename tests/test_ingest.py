@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from mc2fmu.cli import main
-from mc2fmu.dataset import load_dataset
-from mc2fmu.natural import kinetic_energy, nc_velocity
-from mc2fmu.poses import matrix_to_quaternion, quaternion_to_matrix, write_run
+from mc2fmu.data.dataset import load_dataset
+from mc2fmu.mechanics.natural import kinetic_energy, nc_velocity
+from mc2fmu.data.poses import write_run
+from mc2fmu.mechanics.rotations import matrix_to_quaternion, quaternion_to_matrix
 
 from .conftest import MECHANISM_TOML, analytic_motion
 

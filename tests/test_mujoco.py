@@ -18,7 +18,7 @@ import pytest
 
 mujoco = pytest.importorskip("mujoco")
 
-from mc2fmu.adapters.mujoco import (  # noqa: E402
+from mc2fmu.data.adapters.mujoco import (  # noqa: E402
     LOOP_TOL,
     convert_mujoco,
     describe_mujoco,
@@ -28,10 +28,10 @@ from mc2fmu.adapters.mujoco import (  # noqa: E402
     poses_from_mujoco,
 )
 from mc2fmu.cli import main  # noqa: E402
-from mc2fmu.dataset import ingest  # noqa: E402
+from mc2fmu.data.dataset import ingest  # noqa: E402
 from mc2fmu.errors import AdapterError  # noqa: E402
-from mc2fmu.mechanism import mechanism_from_dict  # noqa: E402
-from mc2fmu.natural import kinetic_energy, nc_velocity  # noqa: E402
+from mc2fmu.mechanics.mechanism import mechanism_from_dict  # noqa: E402
+from mc2fmu.mechanics.natural import kinetic_energy, nc_velocity  # noqa: E402
 
 PENDULUM_XML = """\
 <mujoco model="arm rig">

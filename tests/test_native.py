@@ -37,7 +37,8 @@ pytestmark = pytest.mark.skipif(__import__("shutil").which("gcc") is None, reaso
 def trained(reference_run, tmp_path_factory):
     """``trained(name)`` -> (model_dir, mechanism_path, train_run): four_bar and slider_crank
     trained briefly (1 DOF); two_bar (2 DOF) and macpherson barely (export checks only)."""
-    from mc2fmu.train import TrainConfig, fit
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
 
     cache: dict[str, tuple] = {}
     root = tmp_path_factory.mktemp("native-models")
@@ -58,7 +59,7 @@ def trained(reference_run, tmp_path_factory):
 @pytest.fixture(scope="module")
 def native(trained, tmp_path_factory):
     """``native(name, fmi, interface)`` -> (fmu_path, export summary), exported once."""
-    from mc2fmu.export import export_fmu
+    from mc2fmu.fmu.export import export_fmu
 
     cache: dict[tuple, tuple] = {}
     root = tmp_path_factory.mktemp("native-fmus")
@@ -79,7 +80,7 @@ def c_host(tmp_path_factory) -> Path:
 
 
 def _run_inputs(name: str, reference_run, excitation: str = "train") -> tuple[list[str], np.ndarray, np.ndarray]:
-    from mc2fmu.mechanism import load_mechanism
+    from mc2fmu.mechanics.mechanism import load_mechanism
 
     run = reference_run(name, excitation)
     mech = load_mechanism(Path(run["path"]).parent.parent / "mechanism.toml")
@@ -108,11 +109,11 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
     from fmpy import read_model_description
     from fmpy.validation import validate_fmu
 
-    from mc2fmu.artifact import load_model
-    from mc2fmu.fmu_description import fmu_variables
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.fmu.description import fmu_variables
 
-    contract = [v.name for v in fmu_variables(load_model(trained(name)[0]))]
-    dof = load_model(trained(name)[0]).dof
+    contract = [v.name for v in fmu_variables(load_artifact(trained(name)[0]))]
+    dof = load_artifact(trained(name)[0]).dof
     for fmi, interface in VARIANTS:
         fmu, summary = native(name, fmi, interface)
         assert validate_fmu(str(fmu)) == [], (fmi, interface)
@@ -138,10 +139,10 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
 
 def test_python_backend_description_is_unchanged(trained):
     """ME/FMI 3 extras are opt-in: the contract's variable dicts have exactly the old keys."""
-    from mc2fmu.artifact import load_model
-    from mc2fmu.fmu_description import fmu_variables
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.fmu.description import fmu_variables
 
-    for v in fmu_variables(load_model(trained("four_bar")[0])):
+    for v in fmu_variables(load_artifact(trained("four_bar")[0])):
         assert set(v.to_dict()) == {"name", "causality", "variability", "initial", "unit", "description", "start",
                                     "role", "index"}
 
@@ -149,7 +150,7 @@ def test_python_backend_description_is_unchanged(trained):
 def _assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path: Path, min_steps: int) -> int:
     """Both backends under fmpy, 1 ms communication steps: every output to 1e-9 (relative),
     positions to 1e-10 m, and the same failure step if the model leaves its range."""
-    from mc2fmu.export import export_fmu
+    from mc2fmu.fmu.export import export_fmu
 
     py_fmu = tmp_path / "python.fmu"
     export_fmu(model_dir, py_fmu, "python")
@@ -186,7 +187,7 @@ BENCH = Path(__file__).resolve().parent.parent / "out" / "bench"
 def test_co_simulation_equals_the_python_backend_over_10_s_fully_trained(reference_run, tmp_path, name):
     """A fully trained model (out/bench, written by benchmarks/train_accuracy.py) over the
     whole 10 s held-out run: every step compared."""
-    from mc2fmu.export import export_fmu
+    from mc2fmu.fmu.export import export_fmu
 
     model_dir = BENCH / f"{name}-autoencoder-w1"
     fmu = tmp_path / "native.fmu"
@@ -219,11 +220,11 @@ def test_model_exchange_matches_an_independent_integration(native, trained, refe
     import torch
     from scipy.integrate import solve_ivp
 
-    from mc2fmu.artifact import load_model
+    from mc2fmu.reduced.artifact import load_artifact
 
     name = "four_bar"
     model_dir = trained(name)[0]
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     inputs, t, u = _run_inputs(name, reference_run)
     u_const = 0.2 * np.abs(u).max(axis=0)
     start = start_values(model_dir)
@@ -275,7 +276,7 @@ def test_model_exchange_agrees_with_co_simulation(native, trained, reference_run
 @pytest.mark.skipif(not (BENCH / "four_bar-autoencoder-w1").exists(), reason="no fully trained models in out/bench")
 def test_model_exchange_agrees_with_co_simulation_over_10_s_fully_trained(reference_run, tmp_path, name):
     """As above on a fully trained model over the whole 10 s held-out run (measured: 1e-4 m)."""
-    from mc2fmu.export import export_fmu
+    from mc2fmu.fmu.export import export_fmu
 
     model_dir = BENCH / f"{name}-autoencoder-w1"
     export_fmu(model_dir, tmp_path / "cs.fmu", "native", 2, "cs")
@@ -316,10 +317,11 @@ def spring_four_bar(reference_run, tmp_path_factory):
     neither at its rest length, trained briefly on the four_bar's training run (not a spring
     simulation: parity needs no accurate model).  -> (model_dir, inputs, u, fmu) with
     ``fmu(fmi, interface)`` -> (fmu_path, export summary), exported once."""
-    from mc2fmu.export import export_fmu
-    from mc2fmu.mechanism import load_mechanism
-    from mc2fmu.poses import read_run
-    from mc2fmu.train import TrainConfig, fit
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
 
     root = tmp_path_factory.mktemp("native-springs")
     mech = root / "mechanism.toml"
@@ -371,12 +373,12 @@ def test_spring_co_simulation_equals_the_python_backend(spring_four_bar, tmp_pat
     """The springs in the C step map: the same outputs as the pythonfmu FMU (torch) over 3 s
     of the run's inputs, positions to 1e-10 m.  The damper alone moves q by far more than
     that, so a dropped spring or a damper on another velocity than each pass's fails here."""
-    from mc2fmu.artifact import load_model
-    from mc2fmu.simulate import initial_history, rollout
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.reduced.simulate import initial_history, rollout
 
     model_dir, inputs, u, fmu = spring_four_bar
     _assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:3000], tmp_path, min_steps=2000)
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     start = start_values(model_dir)
     q0, qd0 = np.array([start["q_start[1]"]]), np.array([start["qd_start[1]"]])
     q = [rollout(model, initial_history(model, q0, qd0, u[0], art.dt), q0, u[:1000], art.dt)
@@ -389,11 +391,11 @@ def test_spring_model_exchange_derivatives_equal_torch(spring_four_bar, tmp_path
     damper weighs in) against torch's acceleration, which includes J^T f_spring(x, J qd)."""
     import torch
 
-    from mc2fmu.artifact import load_model
-    from mc2fmu.onnx_export import sample_points
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.reducers.autoencoder.graphs import sample_points
 
     model_dir, inputs, u, fmu = spring_four_bar
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     pts = sample_points(art, 20, seed=3)
     q = np.concatenate([p["q"] for p in pts])
     qd = np.concatenate([p["qd"] for p in pts]) * np.linspace(-3.0, 3.0, len(pts))[:, None]
@@ -440,7 +442,7 @@ def test_built_from_the_sources_alone_gives_the_same_results(native, trained, re
     library in place of the shipped one and run the FMU: the same outputs."""
     from fmpy import read_model_description
 
-    from mc2fmu.native import fmi_headers
+    from mc2fmu.fmu.backends.native import fmi_headers
 
     name = "four_bar"
     fmu = native(name, fmi, "cs")[0]
@@ -479,9 +481,9 @@ def test_built_from_the_sources_alone_gives_the_same_results(native, trained, re
 def test_poses_newton_polar_factor_matches_numpy_svd(native, trained, tmp_path):
     """Decoded points are not exactly rigid: the C polar factor (Newton) and quaternion
     against mc2fmu.natural.poses_from_nc (SVD) for points perturbed by up to 1e-3 L."""
-    from mc2fmu.artifact import load_model
-    from mc2fmu.native import _quaternion_np, compile_library
-    from mc2fmu.natural import poses_from_nc
+    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.fmu.backends.native import _quaternion_np, compile_library
+    from mc2fmu.mechanics.natural import poses_from_nc
 
     name = "macpherson"  # six spatial bodies
     fmu = native(name)[0]
@@ -490,7 +492,7 @@ def test_poses_newton_polar_factor_matches_numpy_svd(native, trained, tmp_path):
     lib_path = tmp_path / "selftest.so"
     assert compile_library(tmp_path / "fmu" / "sources" / "mc2fmu_fmi2.c", lib_path, extra=["-DMC2FMU_SELFTEST"]) == []
     lib = ctypes.CDLL(str(lib_path))
-    art = load_model(trained(name)[0])
+    art = load_artifact(trained(name)[0])
     layout, n_b = art.layout, len(art.layout.bodies)
     rng = np.random.default_rng(1)
     worst = 0.0
@@ -544,10 +546,10 @@ def test_non_finite_input_is_an_error_with_a_message(native, trained, tmp_path, 
 
 def test_leaving_the_envelope_warns_once(native, trained, c_host, tmp_path):
     """A large constant input drives the model out of its training envelope: one warning."""
-    from mc2fmu.artifact import load_model
+    from mc2fmu.reduced.artifact import load_artifact
 
     model_dir = trained("four_bar")[0]
-    art = load_model(model_dir)
+    art = load_artifact(model_dir)
     lib, guid, md = extract(native("four_bar")[0], tmp_path / "fmu")
     big = art.envelope.u_max[0] + 0.5 * (art.envelope.u_max[0] - art.envelope.u_min[0])
     names, data = run_host(c_host, lib, guid, md, start=start_values(model_dir), inputs=["tau"],
@@ -617,7 +619,7 @@ def test_missing_compiler_is_a_clear_error(trained, tmp_path, monkeypatch, capsy
 
 def test_compile_errors_show_the_first_lines(tmp_path):
     from mc2fmu.errors import ExportError
-    from mc2fmu.native import compile_library
+    from mc2fmu.fmu.backends.native import compile_library
 
     bad = tmp_path / "bad.c"
     bad.write_text("int f(void) { return undefined_thing; }\n")

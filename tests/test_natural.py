@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mc2fmu.mechanism import load_mechanism, mechanism_from_dict
-from mc2fmu.natural import (
+from mc2fmu.mechanics.mechanism import load_mechanism, mechanism_from_dict
+from mc2fmu.mechanics.natural import (
     affine_weights,
     build_layout,
     force_model,

@@ -1,12 +1,14 @@
-"""Explicit value/J/H propagation against torch.func and finite differences (float64)."""
+"""Explicit value/J/H propagation against torch.func and finite differences (float64), in
+torch (training) and in numpy (the run-time model: simulate, FMU export checks)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from mc2fmu.dynamics import cholesky_solve
-from mc2fmu.network import ACTIVATIONS, MLP
+from mc2fmu.reduced.manifold import ACTIVATIONS, cholesky_solve, get_activation, mlp, mlp_jh
+from mc2fmu.reducers.autoencoder.network import MLP
 
 
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
@@ -51,3 +53,40 @@ def test_unrolled_cholesky_solves_spd_systems(m):
     b = torch.randn(6, m, dtype=torch.float64)
     y = cholesky_solve(A, b)
     assert torch.max(torch.abs(torch.linalg.solve(A, b) - y)) < 1e-10
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+def test_numpy_propagation_matches_torch_func(activation):
+    """The run-time model's numpy MLP (value, J, H) against torch.func on the same weights."""
+    torch.manual_seed(2)
+    net = MLP([2, 16, 16, 5], activation)
+    q = torch.randn(7, 2, dtype=torch.float64) * 3
+    layers = [(W.detach().numpy(), b.detach().numpy()) for W, b in net.weights()]
+    qn = q.numpy()
+    x, J, H = mlp_jh(layers, get_activation(activation), qn, np.broadcast_to(np.eye(2), (7, 2, 2)).copy(),
+                     np.zeros((7, 2, 2, 2)))
+    J_ref = torch.func.vmap(torch.func.jacrev(net))(q).detach().numpy()
+    H_ref = torch.func.vmap(torch.func.hessian(net))(q).detach().numpy()
+    assert np.max(np.abs(x - net(q).detach().numpy())) < 1e-12
+    assert np.max(np.abs(mlp(layers, get_activation(activation), qn) - x)) == 0.0
+    assert np.max(np.abs(J - J_ref)) < 1e-10 * max(1.0, np.abs(J_ref).max())
+    assert np.max(np.abs(H - H_ref)) < 1e-10 * max(1.0, np.abs(H_ref).max())
+
+
+def test_numpy_cholesky_matches_linalg_and_flags_indefinite_matrices():
+    rng = np.random.default_rng(0)
+    A0 = rng.normal(size=(5, 3, 3))
+    A = A0 @ A0.transpose(0, 2, 1) + 0.1 * np.eye(3)
+    b = rng.normal(size=(5, 3))
+    assert np.max(np.abs(cholesky_solve(A, b) - np.linalg.solve(A, b[..., None])[..., 0])) < 1e-10
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(cholesky_solve(-A, b)).all()  # not positive definite: NaN, not an answer
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+def test_numpy_activations_equal_torch_over_a_wide_range(activation):
+    """Including softplus beyond torch's threshold (20), where torch returns the identity."""
+    a = np.linspace(-60.0, 60.0, 1201)
+    ref = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "softplus": torch.nn.functional.softplus}[activation]
+    got = get_activation(activation).value(a)
+    assert np.max(np.abs(got - ref(torch.as_tensor(a)).numpy()) / np.maximum(1.0, np.abs(got))) < 1e-15

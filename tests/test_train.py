@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from mc2fmu.cli import main
-from mc2fmu.mechanism import load_mechanism
-from mc2fmu.metrics import position_nrmse
-from mc2fmu.natural import ForceModel
-from mc2fmu.poses import write_run
+from mc2fmu.mechanics.mechanism import load_mechanism
+from mc2fmu.validation.metrics import position_nrmse
+from mc2fmu.mechanics.natural import ForceModel
+from mc2fmu.data.poses import write_run
 
 from .conftest import analytic_motion
 
@@ -22,7 +22,10 @@ FAST = ["--adam-epochs", "20", "--lbfgs-iters", "20", "--samples", "200"]
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own errors (e.g. a choice not in a registry)
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -35,10 +38,11 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
         (["--dof", "1", "--coords", "wheel.y"], ["--coords", "wheel.y", "no body 'wheel'"]),
         (["--dof", "2", "--coords", "arm.x"], ["--coords", "1 column", "--dof is 2"]),
         (["--dof", "1", "--hidden", "32,x"], ["--hidden", "positive integers"]),
-        (["--dof", "1", "--activation", "relu"], ["activation 'relu'", "tanh"]),
-        (["--dof", "1", "--step-map", "rk9"], ["step map 'rk9'", "centred"]),
-        (["--dof", "1", "--loss", "energy"], ["--loss 'energy'", "sim, appendix"]),
-        (["--dof", "1", "--warmup", "kin"], ["--warmup 'kin'", "rec, none"]),
+        (["--dof", "1", "--activation", "relu"], ["--activation", "invalid choice: 'relu'", "tanh"]),
+        (["--dof", "1", "--step-map", "rk9"], ["--step-map", "invalid choice: 'rk9'", "centred"]),
+        (["--dof", "1", "--loss", "energy"], ["--loss", "invalid choice: 'energy'", "'sim', 'appendix'"]),
+        (["--dof", "1", "--warmup", "kin"], ["--warmup", "invalid choice: 'kin'", "'rec', 'none'"]),
+        (["--dof", "1", "--reducer", "pca"], ["--reducer", "invalid choice: 'pca'", "autoencoder"]),
         (["--dof", "1", "--rollout", "-2"], ["--rollout -2", ">= 0"]),
         (["--dof", "1", "--rollout-weight", "-1"], ["--rollout-weight -1", ">= 0"]),
         (["--dof", "1", "--rollout", "300"], ["windows of 302 samples", "smaller --rollout"]),
@@ -64,10 +68,43 @@ def test_too_short_dataset(capsys, tmp_path, toy_mechanism):
     assert not (tmp_path / "model").exists()
 
 
+@pytest.mark.parametrize("field, value, fragments", [
+    ("activation", "relu", ["--activation 'relu'", "tanh, sigmoid, softplus"]),
+    ("step_map", "rk9", ["--step-map 'rk9'", "centred, paper"]),
+    ("loss", "energy", ["--loss 'energy'", "sim, appendix"]),
+    ("warmup", "kin", ["--warmup 'kin'", "rec, none"]),
+])
+def test_library_config_is_checked_against_the_registries(field, value, fragments):
+    """Library callers (no argparse) get the same rules, from the same registries."""
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    with pytest.raises(TrainingError) as exc:
+        TrainConfig(dof=1, **{field: value}).validate()
+    assert all(f in str(exc.value) for f in fragments), str(exc.value)
+
+
+def test_cli_options_are_the_config_fields():
+    """Every option of the reducer's config reaches the config, under its field's name."""
+    import argparse
+
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.base import add_config_arguments, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_config_arguments(p, TrainConfig)
+    cfg = config_from_args(TrainConfig, p.parse_args(
+        ["--dof", "2", "--coords", "a.x, b.y", "--hidden", "16,8", "--lr", "0.01", "--rollout", "3",
+         "--activation", "sigmoid", "--seed", "7"]))
+    assert cfg == TrainConfig(dof=2, coords=("a.x", "b.y"), hidden=(16, 8), adam_lr=0.01, rollout_steps=3,
+                              activation="sigmoid", seed=7)
+    assert config_from_args(TrainConfig, p.parse_args(["--dof", "1"])) == TrainConfig(dof=1)
+
+
 def test_nan_during_training_is_reported(capsys, tmp_path, toy_mechanism, toy_run, monkeypatch):
     import torch
 
-    from mc2fmu import train as train_mod
+    from mc2fmu.reducers.autoencoder import training as train_mod
 
     original = train_mod.LossFunction.__call__
     calls = {"n": 0}
@@ -91,22 +128,25 @@ def test_artifact_holds_what_later_stages_need(capsys, tmp_path, toy_mechanism, 
     code, stdout, err = run_cli(capsys, "train", toy_mechanism, toy_run, "--dof", "1", *FAST, "-o", out, "--seed", "3")
     assert code == 0, err
     meta = json.loads((out / "model.json").read_text())
-    for key in ("mechanism", "layout", "dof", "dt", "architecture", "normalisation", "envelope",
-                "initial_state", "training", "versions", "seed", "angles", "coords"):
+    for key in ("format", "version", "reducer", "kind", "mechanism", "layout", "dof", "dt", "envelope",
+                "initial_state", "training", "versions", "model", "arrays", "resources", "angles", "coordinates"):
         assert key in meta, key
-    assert meta["seed"] == 3 and meta["dt"] == pytest.approx(0.01)
-    assert meta["architecture"]["activation"] == "tanh"
+    assert meta["version"] == 2 and meta["reducer"] == "autoencoder" and meta["kind"] == "manifold"
+    assert meta["training"]["seed"] == 3 and meta["dt"] == pytest.approx(0.01)
+    assert meta["model"]["decoder"]["activation"] == "tanh" and meta["model"]["step_map"] == "centred"
     assert set(meta["versions"]) >= {"mc2fmu", "torch", "numpy"}
     env = meta["envelope"]
     assert env["q_min"][0] <= meta["initial_state"]["q"][0] <= env["q_max"][0]
-    with np.load(out / "weights.npz") as w:
-        assert "M" in w.files and "decoder.net.layers.0.weight" in w.files
+    with np.load(out / "arrays.npz") as w:
+        assert {"M", "decoder.W0", "encoder.W0"} <= set(w.files)
+        assert {k: list(w[k].shape) for k in w.files} == meta["arrays"]
+    assert sorted(meta["resources"]) == sorted(f"onnx/{g}.onnx" for g in ("decoder", "encoder", "positions", "rhs", "step"))
 
 
 def test_training_is_deterministic(tmp_path, toy_mechanism, toy_run):
     for name in ("a", "b"):
         assert main(["train", str(toy_mechanism), str(toy_run), "--dof", "1", *FAST, "-q", "-o", str(tmp_path / name)]) == 0
-    with np.load(tmp_path / "a" / "weights.npz") as a, np.load(tmp_path / "b" / "weights.npz") as b:
+    with np.load(tmp_path / "a" / "arrays.npz") as a, np.load(tmp_path / "b" / "arrays.npz") as b:
         for k in a.files:
             assert np.array_equal(a[k], b[k]), k
 
@@ -115,7 +155,9 @@ def test_training_is_deterministic(tmp_path, toy_mechanism, toy_run):
 def test_warmup_fits_the_kinematics_before_the_full_loss(toy_mechanism, toy_run, warmup):
     """--warmup rec: Adam minimises L_rec alone (its gradient is L_rec's), L-BFGS the full loss,
     and the kept weights are the full loss's best, not the warm-up's (smaller, incomparable) one."""
-    from mc2fmu.train import TrainConfig, load_training_data, train
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
 
     ds = load_training_data(toy_mechanism, [toy_run])
     cfg = TrainConfig(dof=1, adam_epochs=30, lbfgs_iters=40, samples=200, warmup=warmup)
@@ -135,7 +177,9 @@ def test_warmup_fits_the_kinematics_before_the_full_loss(toy_mechanism, toy_run,
 
 
 def _toy_loss(toy_mechanism, toy_run, **kw):
-    from mc2fmu.train import LossFunction, TrainConfig, build_model, load_training_data, loss_scales, make_windows
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import LossFunction, build_model, loss_scales, make_windows
 
     torch.manual_seed(0)
     ds = load_training_data(toy_mechanism, [toy_run])
@@ -184,7 +228,7 @@ def test_one_step_rollout_of_the_paper_map_is_the_dynamics_term(toy_mechanism, t
 def _spinning_bar_autoencoder():
     """An exact autoencoder for a point on a bar spinning in a plane: ``x = c + A (cos q, sin q)``,
     ``q = atan2(A^-1 (x - c))`` (linear layers, angle-type coordinate)."""
-    from mc2fmu.model import Decoder, NeuralEncoder, ReducedModel
+    from mc2fmu.reducers.autoencoder.torch_model import Decoder, NeuralEncoder, TorchManifoldModel
 
     A = np.array([[0.7, -0.2], [0.3, 0.5]])
     c = np.array([0.1, -0.4])
@@ -197,7 +241,7 @@ def _spinning_bar_autoencoder():
         enc.net.layers[0].weight.copy_(torch.as_tensor(Ai))
         enc.net.layers[0].bias.copy_(torch.as_tensor(-Ai @ c))
     z = np.zeros
-    model = ReducedModel(dec, enc, np.eye(2), ForceModel(z(2), z((2, 0)), z((0, 2, 2))), "centred")
+    model = TorchManifoldModel(dec, enc, np.eye(2), ForceModel(z(2), z((2, 0)), z((0, 2, 2))), "centred")
     t = torch.linspace(0, 2, 41, dtype=torch.float64)
     q, qd, qdd = 0.3 + 2 * t + 1.5 * t**2, 2 + 3 * t, 3 + 0 * t  # through +-pi: the atan2 branch cut
     cs, sc = torch.stack([torch.cos(q), torch.sin(q)], 1), torch.stack([-torch.sin(q), torch.cos(q)], 1)
@@ -209,7 +253,8 @@ def _spinning_bar_autoencoder():
 
 
 def test_appendix_loss_is_zero_for_an_exact_autoencoder():
-    from mc2fmu.train import LossFunction, TrainConfig
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import LossFunction
 
     model, x, xd, xdd = _spinning_bar_autoencoder()
     loss = LossFunction(model, TrainConfig(dof=1, loss="appendix"), [True], {k: np.ones(2) for k in "xva"})
@@ -245,7 +290,7 @@ def _weights(model) -> dict:
 
 def _uninterrupted(ds, cfg) -> dict:
     """Weights of an uninterrupted run (the toy data is the same in every test)."""
-    from mc2fmu.train import train
+    from mc2fmu.reducers.autoencoder.training import train
 
     if cfg not in _REFERENCE:
         _REFERENCE[cfg] = _weights(train(ds, cfg).model)
@@ -266,7 +311,10 @@ def _interrupt_at(n_calls: int, exc=KeyboardInterrupt):
 @pytest.mark.parametrize("stop_after, every", [(1, 0.0), (5, 0.0), (5, 1e-9)],
                          ids=["adam", "lbfgs", "lbfgs-periodic"])
 def test_resume_gives_the_uninterrupted_weights_bit_for_bit(toy_mechanism, toy_run, tmp_path, stop_after, every):
-    from mc2fmu.train import Checkpointer, TrainConfig, TrainingInterrupted, load_training_data, train
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
 
     ds = load_training_data(toy_mechanism, [toy_run])
     cfg = TrainConfig(**TINY, rollout_steps=2)
@@ -287,7 +335,10 @@ def test_resume_gives_the_uninterrupted_weights_bit_for_bit(toy_mechanism, toy_r
 
 def test_periodic_checkpoint_survives_a_crash(toy_mechanism, toy_run, tmp_path):
     """A process killed between writes (here: any exception but Ctrl-C) resumes from the last one."""
-    from mc2fmu.train import Checkpointer, TrainConfig, load_training_data, train
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer
 
     ds = load_training_data(toy_mechanism, [toy_run])
     cfg = TrainConfig(**TINY)
@@ -301,7 +352,7 @@ def test_periodic_checkpoint_survives_a_crash(toy_mechanism, toy_run, tmp_path):
 
 
 def test_cli_ctrl_c_saves_and_resume_finishes(capsys, tmp_path, toy_mechanism, toy_run, monkeypatch):
-    from mc2fmu import train as train_mod
+    from mc2fmu.reducers.autoencoder import training as train_mod
 
     args = ["train", toy_mechanism, toy_run, "--dof", "1", *FAST, "-q"]
     assert run_cli(capsys, *args, "-o", tmp_path / "reference")[0] == 0
@@ -333,7 +384,7 @@ def test_cli_ctrl_c_saves_and_resume_finishes(capsys, tmp_path, toy_mechanism, t
     code, _, err = run_cli(capsys, *args, "--resume", "-o", out)
     assert code == 0, err
     assert not ckpt.exists()
-    with np.load(tmp_path / "reference" / "weights.npz") as a, np.load(out / "weights.npz") as b:
+    with np.load(tmp_path / "reference" / "arrays.npz") as a, np.load(out / "arrays.npz") as b:
         for k in a.files:
             assert np.array_equal(a[k], b[k]), k
 
@@ -347,7 +398,10 @@ def test_resume_checks_the_data_and_the_file(capsys, tmp_path, toy_mechanism, to
     code, _, err = resume(toy_run)
     assert code == 2 and "model.checkpoint.pt: no checkpoint to resume from" in err
 
-    from mc2fmu.train import Checkpointer, TrainConfig, load_training_data, train
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer
 
     ds = load_training_data(toy_mechanism, [toy_run])
     with pytest.raises(KeyboardInterrupt):
@@ -409,7 +463,7 @@ def test_known_coordinates_accuracy_four_bar(reference_run, tmp_path):
     sim = res["high"][1]
     err = np.linalg.norm(np.nan_to_num(sim["origin"], nan=1e9) - ref["origin"], axis=-1).max(-1)
     err /= np.sqrt(np.mean((ref["origin"] - ref["origin"].mean(0)) ** 2))
-    from mc2fmu.envelope import LEAVE_THRESHOLD
+    from mc2fmu.reduced.envelope import LEAVE_THRESHOLD
 
     flagged = np.flatnonzero(sim["envelope"] > LEAVE_THRESHOLD)
     assert flagged.size
