@@ -37,7 +37,7 @@ def reconstruction_nrmse(model_dir: Path, folder: Path) -> float:
     art = load_artifact(model_dir)
     run = read_run(folder / "runs" / "train.csv.gz", load_mechanism(folder / "mechanism.toml"))
     x = nc_from_poses(art.layout, run.origin, run.rotation)
-    origin, _ = poses_from_nc(art.layout, art.decode(art.encode(x)))
+    origin, _ = poses_from_nc(art.layout, art.decode(art.model.encode(x)))
     return position_nrmse(origin, run.origin)
 
 

@@ -33,7 +33,7 @@ from mc2fmu.data.poses import read_run  # noqa: E402
 from mc2fmu.reduced.simulate import simulate_run  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
-from mc2fmu.validation.validate import FmuInfo, validate_run  # noqa: E402
+from mc2fmu.validation.validate import fmu_artifact, validate_run  # noqa: E402
 
 
 def parity(art, run, series) -> float:
@@ -71,11 +71,11 @@ def main(argv=None) -> int:
                 from fmpy.validation import validate_fmu
 
                 problems = len(validate_fmu(str(fmu)))
-                info = FmuInfo(fmu)
+                info = fmu_artifact(fmu)
                 res, worst = {}, 0.0
                 for exc in EXCITATIONS:
                     path = folder / "runs" / f"{exc}.csv.gz"
-                    out = validate_run(info, mech, path)
+                    out = validate_run(fmu, info, mech, path)
                     res[exc] = out["summary"]
                     worst = max(worst, parity(art, read_run(path, mech), out["series"]))
                     print(f"{name} {mode} {exc}: NRMSE {100 * res[exc]['position_nrmse']:.3f} %", file=sys.stderr)

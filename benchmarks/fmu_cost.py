@@ -37,7 +37,7 @@ from examples.reference import MECHANISMS, simulate  # noqa: E402
 from mc2fmu.fmu.export import export_fmu  # noqa: E402
 from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
 from mc2fmu.data.poses import read_run  # noqa: E402
-from mc2fmu.validation.validate import FmuInfo, validate_run  # noqa: E402
+from mc2fmu.validation.validate import fmu_artifact, validate_run  # noqa: E402
 from tests.c_host.run import build_host, extract, run_host  # noqa: E402
 
 
@@ -80,8 +80,8 @@ def main(argv=None) -> int:
                       work=tmp / name)
             c_all = _us(run_host(host, lib, guid, md, **kw)[1])
             c_q = _us(run_host(host, lib, guid, md, outputs=["q[1]"], **kw)[1])
-            res_n = validate_run(FmuInfo(native), mech, run_path)["summary"]
-            res_p = validate_run(FmuInfo(python), mech, run_path)["summary"]
+            res_n = validate_run(native, fmu_artifact(native), mech, run_path)["summary"]
+            res_p = validate_run(python, fmu_artifact(python), mech, run_path)["summary"]
             steps = res_n["samples"] - 1
             fmpy_n, fmpy_p = 1e6 * res_n["wall_time"] / steps, 1e6 * res_p["wall_time"] / steps
             if args.no_exudyn:

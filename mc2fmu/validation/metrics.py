@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+BIG_ERROR = 0.10  # "error above 10 %": the largest body's position error / the run's position spread
+
 
 def position_nrmse(p_model: np.ndarray, p_ref: np.ndarray) -> float:
     """NRMSE of positions (n_t, n_b, 3); NaN samples of the model count as failures (inf)."""

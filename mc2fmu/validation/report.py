@@ -16,7 +16,7 @@ import numpy as np
 
 from ..files import json_safe
 from ..reduced.envelope import LEAVE_THRESHOLD
-from .validate import BIG_ERROR
+from .metrics import BIG_ERROR
 
 
 def write_report(report_dir: str | os.PathLike, fmu: Path, art, result: dict, runs: list[dict]) -> Path:

@@ -25,10 +25,10 @@ from ..errors import Mc2fmuError, ValidationError
 from ..fmu.common import MODEL_PREFIX
 from ..reduced.artifact import ModelArtifact, artifact_from_zip
 from ..reduced.envelope import LEAVE_THRESHOLD
+from .metrics import BIG_ERROR
 
 log = logging.getLogger(__name__)
 
-BIG_ERROR = 0.10  # "error above 10 %": the largest body's position error / the run's position spread
 
 
 def fmu_artifact(path: Path) -> ModelArtifact:
