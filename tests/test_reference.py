@@ -123,21 +123,21 @@ def test_spring_mechanisms_energy_balance(name):
 
 @pytest.mark.parametrize("name", ["two_bar", "macpherson"])
 def test_springs_in_mechanism_file_and_unloaded_at_reference(name):
-    """The ``[[springs]]`` tables hold the model's springs, each at rest length in the reference pose."""
+    """The ``[[springs]]`` tables, read by mc2fmu (its mechanism reader and its NC spring model,
+    not the generator's code), put every spring at its rest length in the reference pose."""
+    from mc2fmu.mechanics.mechanism import mechanism_from_dict
+    from mc2fmu.mechanics.natural import build_layout, nc_from_poses, spring_model
+
     m = model(name)
-    tables = tomllib.loads(mechanism_toml(name))["springs"]
-    assert [s["name"] for s in tables] == [s.name for s in m.springs]
-    for s, table in zip(m.springs, tables, strict=True):
-        assert list(table) == ["name", "body_a", "point_a", "body_b", "point_b", "stiffness", "damping", "length"]
-        assert (table["stiffness"], table["damping"], table["length"]) == (s.stiffness, s.damping, s.length)
-
-        def place(body, point):
-            if body == "ground":
-                return np.asarray(point)
-            b = m.body(body)
-            return b.position + b.rotation @ np.asarray(point)
-
-        assert abs(np.linalg.norm(place(s.body_a, s.point_a) - place(s.body_b, s.point_b)) - s.length) < 1e-12
+    mech = mechanism_from_dict(tomllib.loads(mechanism_toml(name)), source=name)
+    assert [s.name for s in mech.springs] == [s.name for s in m.springs]
+    layout = build_layout(mech)
+    origin = np.array([[m.body(b).position for b in mech.body_names]])
+    rotation = np.array([[m.body(b).rotation for b in mech.body_names]])
+    lengths = spring_model(mech, layout).lengths(nc_from_poses(layout, origin, rotation))[0]
+    rest = np.array([s.length for s in mech.springs])
+    assert np.max(np.abs(lengths - rest)) < 1e-12, lengths - rest
+    assert all(s.stiffness > 0 for s in mech.springs)
     # so they carry nothing at rest: the support inputs are those of the mechanism without them
     u, residual = _exudyn.support_inputs(replace(m, springs=(), static_inputs=None))
     assert residual < 1e-10

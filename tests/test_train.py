@@ -485,3 +485,23 @@ def test_autoencoder_accuracy_slider_crank(reference_run, tmp_path):
     res = _accuracy(reference_run, tmp_path, "slider_crank", ["--dof", "1"])
     assert res["train"][0] <= 0.005
     assert res["low"][0] <= 0.02 and res["shape"][0] <= 0.02
+
+
+def test_reduced_mass_conditioning_flags_a_coordinate_without_inertia():
+    """M_m = J^T M J on a linear decoder x = q: the ratio of its extreme eigenvalues is that of
+    M itself, 0 when a coordinate moves a massless direction (a rod's spin)."""
+    from types import SimpleNamespace
+
+    from mc2fmu.mechanics.natural import SpringModel
+    from mc2fmu.reduced.manifold import ManifoldModel, MLPWeights
+    from mc2fmu.reducers.autoencoder.reducer import reduced_mass_conditioning
+
+    def model(M):
+        z = np.zeros
+        return ManifoldModel(0.01, (False, False), "centred", MLPWeights((np.eye(2),), (z(2),), "tanh"),
+                             z(2), np.ones(2), z(2), np.ones(2), None, None, None, np.eye(2), z(2), M, z(2),
+                             z((2, 0)), z((0, 2, 2)), SpringModel.empty(2))
+
+    data = SimpleNamespace(x=np.random.default_rng(0).normal(size=(50, 2)))
+    assert reduced_mass_conditioning(model(np.diag([2.0, 0.5])), data) == pytest.approx(0.25, rel=1e-12)
+    assert reduced_mass_conditioning(model(np.diag([2.0, 0.0])), data) == 0.0

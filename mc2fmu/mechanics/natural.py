@@ -20,8 +20,9 @@ a point mass ``rank S = 0``) are kept exact, on purpose: the points along the
 inertia-free directions then carry no mass and ``M`` is positive *semi*-definite.  This is
 the true kinetic energy: the spin of a rod about its own axis stores none.  Nothing in
 mc2fmu inverts the full ``M``; the reduced mass ``M_m = J^T M J`` stays positive definite as
-long as no minimal coordinate moves only inertia-free directions, which the training
-stage checks.  The layout records each body's inertia rank and its inertia-free axes.
+long as no minimal coordinate moves only inertia-free directions: the autoencoder reducer
+measures it on the training states (``reduced_mass_min_eig_ratio`` in the training record)
+and warns when it is singular.  The layout records each body's inertia rank and its inertia-free axes.
 
 Generalized forces, all exact and written as ``f(x, u) = f_g + f_B u + sum_i u_i f_C[i] x``:
 

@@ -6,9 +6,11 @@ as resources for the python FMU backend."""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from ...reduced.artifact import ModelArtifact, build_artifact
@@ -17,6 +19,20 @@ from .config import TrainConfig
 from .graphs import onnx_graphs
 from .torch_model import to_runtime
 from .training import train
+
+log = logging.getLogger(__name__)
+#: the reduced mass counts as singular below this ratio of its smallest to largest eigenvalue
+SINGULAR_MASS = 1e-10
+
+
+def reduced_mass_conditioning(runtime, dataset, samples: int = 500) -> float:
+    """The smallest ratio of the reduced mass ``M_m = J^T M J``'s extreme eigenvalues over the
+    training states.  ``M`` is only positive semi-definite for rods, plates and point masses;
+    ``M_m`` stays definite unless a minimal coordinate moves only inertia-free directions."""
+    x = dataset.x[:: max(1, len(dataset.x) // samples)]
+    Mm = runtime.terms(runtime.encode(x), np.zeros((len(x), runtime.n_u))).Mm
+    eig = np.linalg.eigvalsh(Mm)
+    return float(np.min(eig[:, 0] / eig[:, -1]))
 
 
 class AutoencoderReducer:
@@ -30,6 +46,11 @@ class AutoencoderReducer:
         result = train(dataset, config, progress, checkpoint)
         dt = float(dataset.dt[0])
         runtime = to_runtime(result.model, dt)
+        result.metrics["reduced_mass_min_eig_ratio"] = ratio = reduced_mass_conditioning(runtime, dataset)
+        if not ratio > SINGULAR_MASS:
+            log.warning("the reduced mass J^T M J is (nearly) singular on the training data (smallest/largest "
+                        "eigenvalue %.1e): a minimal coordinate moves only directions that carry no inertia "
+                        "(a rod's spin, a point mass's rotation); choose other --coords or check the inertias", ratio)
         art = build_artifact(self.name, runtime, dataset, coordinates=config.coords,
                              training={"metrics": result.metrics, "config": config_to_dict(config),
                                        "seed": config.seed},
