@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ingest)
 
     p = sub.add_parser(
+        "estimate-dof", help="the number of minimal coordinates, estimated from the runs (with the evidence)",
+        description=ESTIMATE_DOF_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
+    p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s), or one dataset .npz from `mc2fmu ingest`")
+    p.set_defaults(func=_cmd_estimate_dof)
+
+    p = sub.add_parser(
         "train", help="learn minimal coordinates and the reduced ODE -> model directory",
         description=TRAIN_HELP, formatter_class=_formatter,
     )
@@ -179,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validate", nargs="+", default=[], metavar="RUN",
                    help="held-out pose export(s) to validate on as well (the training runs always are)")
     p.add_argument("--backend", default="python", choices=list(BACKENDS), help="FMU backend (default python)")
+    p.add_argument("--fmi", type=int, default=2, choices=(2, 3), help="FMI version (default 2; 3 needs --backend native)")
+    p.add_argument("--interface", default="cs", choices=list(INTERFACES),
+                   help="co-simulation (default), model exchange or both (me/both need --backend native); "
+                        "validation runs the co-simulation interface, so me alone is not validated")
     _add_training_arguments(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu",
                    help="FMU to write; the model goes to OUT.model/, the report to OUT.report/")
@@ -278,7 +290,8 @@ TRAIN_HELP = """\
 Learn the mechanism's minimal coordinates q and its reduced ODE
 M_m(q) qdd = J^T f(h_d(q), u) - G_m(q)[qd, qd] from natural-coordinate data.
 
-Two modes:
+Two modes (--dof auto estimates N from the data and prints the evidence; see
+`mc2fmu estimate-dof`):
   --dof N                 unknown coordinates: a full autoencoder learns h_e: x -> q and
                           h_d: q -> x (the paper's section 4.2.1)
   --dof N --coords C,...  known coordinates: q are the named pose columns (positions
@@ -365,6 +378,36 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+ESTIMATE_DOF_HELP = """\
+Estimate the mechanism's number of degrees of freedom (minimal coordinates) from its runs:
+the dimension of the space the velocities span where the runs pass the same configuration
+several times.  Prints the evidence (the median singular values of those velocity
+directions, scaled by the largest: a direction of motion shows as 0.01 to 1, curvature as
+1e-3 or less) and the estimate; exit code 2 with the reason when the data does not decide
+(too little motion, too few revisited configurations, no clear drop).  `train --dof auto`
+uses the same estimate.
+
+example:
+  mc2fmu estimate-dof examples/two_bar/mechanism.toml examples/two_bar/runs/train.csv.gz
+"""
+
+
+def _cmd_estimate_dof(args: argparse.Namespace) -> int:
+    from .data.dataset import load_training_data
+    from .data.dof import estimate_dataset_dof
+    from .errors import DatasetError
+
+    est = estimate_dataset_dof(load_training_data(args.mechanism, args.runs))
+    print(est.report())
+    if est.dof is None:
+        raise DatasetError(f"the runs do not decide the degrees of freedom: {est.reason}")
+    return 0
+
+
+def _notify(quiet: bool):
+    return (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr))
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from .pipeline import train
     from .reducers.base import TrainingInterrupted
@@ -373,7 +416,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     try:
         with _progress_bar(args.quiet) as progress:
             art = train(args.mechanism, args.runs, cfg, args.output, reducer=args.reducer, progress=progress,
-                        resume=args.resume, checkpoint_every=args.checkpoint_every)
+                        resume=args.resume, checkpoint_every=args.checkpoint_every, notify=_notify(args.quiet))
     except TrainingInterrupted as exc:
         print(f"interrupted: the training state is saved in {exc.checkpoint}", file=sys.stderr)
         print("continue with the same command plus --resume", file=sys.stderr)
@@ -479,7 +522,8 @@ def _print_convert(summary: dict) -> None:
     m = summary["training"]["metrics"]
     print(f"wrote {summary['fmu']} (model {summary['model_dir']}, report {summary['report']})")
     print(f"  training: {m['train_seconds']:.1f} s; export: {_export_check(summary['export'])}")
-    _print_validation(summary["validation"])
+    if summary["validation"] is not None:
+        _print_validation(summary["validation"])
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
@@ -488,7 +532,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     cfg = _train_config(args)
     with _progress_bar(args.quiet) as progress:
         summary = convert(args.mechanism, args.runs, cfg, args.output, args.validate, args.backend,
-                          reducer=args.reducer, train_progress=progress, stage=_stage(args.quiet))
+                          fmi_version=args.fmi, interface=args.interface, reducer=args.reducer, train_progress=progress, stage=_stage(args.quiet),
+                          notify=_notify(args.quiet))
     _print_convert(summary)
     return 0
 

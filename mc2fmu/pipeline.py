@@ -11,6 +11,7 @@ passes the data on and names the files:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import subprocess
@@ -30,9 +31,11 @@ EXCITATIONS = ("train", "low", "shape", "high")
 
 def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.PathLike, *,
           reducer: str | None = None, progress: Callable[[dict], None] | None = None, resume: bool = False,
-          checkpoint_every: float = 30.0):
+          checkpoint_every: float = 30.0, notify: Callable[[str], None] | None = None):
     """``mc2fmu train``: read the data once, fit the reducer, write the model directory.
 
+    ``config.dof == "auto"``: the number of minimal coordinates is estimated from the data
+    (:mod:`mc2fmu.data.dof`; the evidence goes to ``notify``), or taken from ``coords``.
     The training state is kept in ``MODEL_DIR.checkpoint.pt`` while training runs (every
     ``checkpoint_every`` seconds and on Ctrl-C) and removed after the model is written;
     ``resume`` continues from it.  Returns the :class:`~mc2fmu.reduced.artifact.ModelArtifact`.
@@ -51,10 +54,27 @@ def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.Pa
         raise TrainingError(f"{ckpt.path}: an interrupted training of {out_dir} left this checkpoint; "
                             f"add --resume to continue it, or delete it to start over")
     dataset = load_training_data(mechanism, runs)
+    if getattr(config, "dof", None) == "auto":
+        config = dataclasses.replace(config, dof=resolve_dof(dataset, getattr(config, "coords", ()), notify))
+        config.validate()
     art = entry.load().fit(dataset, config, progress=progress, checkpoint=ckpt)
     save_artifact(out_dir, art)
     ckpt.path.unlink(missing_ok=True)
     return art
+
+
+def resolve_dof(dataset, coords=(), notify: Callable[[str], None] | None = None) -> int:
+    """``--dof auto``: one per known coordinate, else the estimate from the data (or an error
+    with the evidence when the data does not decide)."""
+    from .data.dof import estimate_dataset_dof
+
+    if coords:
+        return len(coords)
+    est = estimate_dataset_dof(dataset)
+    if est.dof is None:
+        raise TrainingError([f"--dof auto: {est.reason}", *est.report().splitlines()])
+    (notify or log.info)(f"--dof auto: {est.dof} (the evidence follows)\n{est.report()}")
+    return est.dof
 
 
 def side_paths(out_fmu: Path) -> tuple[Path, Path]:
@@ -64,29 +84,46 @@ def side_paths(out_fmu: Path) -> tuple[Path, Path]:
 
 
 def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | os.PathLike,
-            validate_runs: list[str] | None = None, backend: str = "python", *, reducer: str | None = None,
+            validate_runs: list[str] | None = None, backend: str = "python", *, fmi_version: int = 2,
+            interface: str = "cs", reducer: str | None = None,
             train_progress: Callable[[dict], None] | None = None,
             stage: Callable[[str], None] | None = None,
-            validate_progress=None) -> dict[str, Any]:
-    """Train on ``runs``, export ``out_fmu``, validate it on ``runs`` + ``validate_runs``."""
+            validate_progress=None, notify: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train on ``runs``, export ``out_fmu``, validate it on ``runs`` + ``validate_runs`` (with
+    fmpy's co-simulation: an FMU exported for model exchange alone is exported, not validated)."""
     from .data.dataset import is_dataset
-    from .fmu.export import BACKENDS, export_fmu
+    from .fmu.export import BACKENDS, FMI_VERSIONS, INTERFACES, export_fmu
     from .validation.validate import validate_fmu
 
     out_fmu = Path(out_fmu)
     if out_fmu.suffix != ".fmu":
         raise ExportError(f"{out_fmu}: an FMU file name must end in .fmu")
+    problems = []
     if backend not in BACKENDS:
-        raise ExportError(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
+        problems.append(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
+    if fmi_version not in FMI_VERSIONS:
+        problems.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
+    if interface not in INTERFACES:
+        problems.append(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
+    elif backend == "python" and (fmi_version, interface) != (2, "cs"):
+        problems.append(f"--fmi {fmi_version} --interface {interface}: the python backend writes FMI 2.0 co-simulation "
+                        "only; use --backend native")
+    if problems:
+        raise ExportError(problems)
     cfg.validate()
     model_dir, report_dir = side_paths(out_fmu)
     stage = stage or (lambda s: log.info("%s", s))
     stage(f"training on {len(runs)} run(s) -> {model_dir}")
-    art = train(mechanism, runs, cfg, model_dir, reducer=reducer, progress=train_progress)
+    art = train(mechanism, runs, cfg, model_dir, reducer=reducer, progress=train_progress, notify=notify)
     stage(f"exporting -> {out_fmu}")
-    export = export_fmu(model_dir, out_fmu, backend)
+    export = export_fmu(model_dir, out_fmu, backend, fmi_version, interface)
     all_runs = list(dict.fromkeys([*runs, *(validate_runs or [])]))
     pose_runs = [r for r in all_runs if not is_dataset(r)]
+    if interface == "me":
+        stage("model exchange only: not validated (validation runs co-simulation); export with --interface both "
+              "to validate")
+        return {"fmu": str(out_fmu), "model_dir": str(model_dir), "report": None, "training": art.training,
+                "export": export, "validation": None}
     stage(f"validating on {len(pose_runs)} run(s) with fmpy -> {report_dir}")
     validation = validate_fmu(out_fmu, mechanism, pose_runs, report_dir, validate_progress)
     return {"fmu": str(out_fmu), "model_dir": str(model_dir), "report": validation.get("report"),

@@ -373,3 +373,21 @@ def test_convert_meets_the_accuracy_targets_as_an_fmu(reference_run, tmp_path, c
     assert high["envelope_flag_time"] is not None and high["error_above_10pct_time"] is not None
     assert high["envelope_flag_time"] < high["error_above_10pct_time"]
     assert "report" in capsys.readouterr().out
+
+
+def test_convert_with_the_native_backend_fmi3_both(reference_run, tmp_path, capsys):
+    """`convert --backend native --fmi 3 --interface both`: trains, exports, validates (fmpy's
+    co-simulation) and prints the C check; the python backend refuses FMI 3 up front."""
+    run = reference_run("four_bar", "train")["path"]
+    mech = Path(run).parent.parent / "mechanism.toml"
+    brief = ["--dof", "1", "--samples", "64", "--adam-epochs", "2", "--lbfgs-iters", "2", "-q"]
+    out = tmp_path / "fb.fmu"
+    assert main(["convert", str(mech), run, *brief, "--backend", "native", "--fmi", "3", "--interface", "both",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "C code matches the model" in printed and "model description: no problems" in printed
+    result = json.loads((tmp_path / "fb.report" / "results.json").read_text())
+    assert result["runs"][0]["run"] == "train" and result["model_description_problems"] == []
+    assert main(["convert", str(mech), run, *brief, "--fmi", "3", "-o", str(tmp_path / "py.fmu")]) == 2
+    assert "the python backend writes FMI 2.0 co-simulation only" in capsys.readouterr().err
+    assert not (tmp_path / "py.fmu").exists() and not (tmp_path / "py.model").exists()

@@ -231,3 +231,21 @@ def test_artifact_reader_refuses_bad_json_and_missing_files(model_dir, tmp_path)
     (d / "model.json").unlink()
     assert "missing model.json" in _error(d)
     assert "not a model directory" in _error(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("dt", [0.0, -1e-3])
+def test_artifact_reader_refuses_a_non_positive_step(model_dir, tmp_path, dt):
+    d = _copy(model_dir, tmp_path)
+    _edit_json(d, lambda m: m.update(dt=dt))
+    assert "time step must be a finite number > 0" in _error(d)
+
+
+def test_artifact_reader_refuses_non_finite_weights(model_dir, tmp_path):
+    import numpy as np
+
+    d = _copy(model_dir, tmp_path)
+    with np.load(d / "arrays.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["decoder.W0"][0, 0] = np.nan
+    np.savez(d / "arrays.npz", **arrays)
+    assert "array 'decoder.W0' holds non-finite values" in _error(d)

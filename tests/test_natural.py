@@ -185,3 +185,15 @@ def test_spring_force_power_and_energy(toy_mechanism):
     assert np.max(np.abs(stiff + grad)) < 1e-7 * np.abs(stiff).max()
     with pytest.raises(ValueError, match="velocity"):
         fm(x, m["u"])
+
+
+@pytest.mark.parametrize("name", ["arm\n", "arm x", "1arm", "arm;", "", "arm\x00"])
+def test_names_must_be_whole_identifiers(name):
+    """A name becomes a C and Python identifier in the FMU: a trailing newline or any other
+    character after a valid prefix is refused, with the rule."""
+    from mc2fmu.errors import MechanismError
+
+    data = {"name": "m", "bodies": [{"name": name, "mass": 1.0, "inertia": [1.0, 1.0, 1.0]}]}
+    with pytest.raises(MechanismError) as exc:
+        mechanism_from_dict(data, source="m.toml")
+    assert "m.toml" in str(exc.value) and "[A-Za-z_]" in str(exc.value)

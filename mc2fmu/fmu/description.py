@@ -99,7 +99,7 @@ def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: b
     for k, inp in enumerate(mech.inputs):
         unit = "N" if inp.kind == "force" else "N.m"
         out.append(Variable(inp.name, "input", "continuous", None, unit,
-                            f"{inp.kind} on {inp.body} along {list(inp.direction)} (global frame)", 0.0, "input", k))
+                            f"{inp.kind} on {inp.body} along {[float(c) for c in inp.direction]} (global frame)", 0.0, "input", k))
     comps = [("x", "m", "origin x"), ("y", "m", "origin y"), ("z", "m", "origin z"), ("qw", "1", "quaternion w"),
              ("qx", "1", "quaternion x"), ("qy", "1", "quaternion y"), ("qz", "1", "quaternion z")]
     for b, body in enumerate(mech.bodies):

@@ -57,7 +57,7 @@ from ..errors import MechanismError
 
 log = logging.getLogger(__name__)
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole names only: fullmatch
 INPUT_KINDS = ("force", "torque")
 GROUND = "ground"
 #: relative slack on the inertia triangle inequality (J1 <= J2 + J3) and symmetry checks
@@ -224,7 +224,7 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
     _unknown_keys(data, _TOP_KEYS, "top level", bad)
 
     name = data.get("name", Path(source).stem)
-    if not isinstance(name, str) or not IDENTIFIER.match(name):
+    if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
         bad("name", f"{name!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
     gravity = _vector(data.get("gravity", [0.0, 0.0, 0.0]), "gravity", bad)
 
@@ -366,7 +366,7 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
 
 def _check_name(name: Any, seen: set[str], what: str, item: str, bad, reserved: dict[str, str] | None = None) -> None:
     """An identifier, unique among its kind and not reserved; records it in ``seen``."""
-    if not isinstance(name, str) or not IDENTIFIER.match(name):
+    if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
         bad(item, f"name {name!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
     elif name in seen:
         bad(item, f"the name is used by another {what}; {what} names must be unique")

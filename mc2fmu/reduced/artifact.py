@@ -257,6 +257,9 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"{mj}: layout, envelope or initial_state is malformed ({type(exc).__name__}: {exc}); "
                          f"{RETRAIN}") from None
+    dt = float(meta["dt"])
+    if not (np.isfinite(dt) and dt > 0):
+        raise ModelError(f"{mj}: key 'dt' is {dt!r}; a model's time step must be a finite number > 0; {RETRAIN}")
     dof, angles = int(meta["dof"]), tuple(bool(a) for a in meta["angles"])
     n_x, n_u, n_s = layout.size, len(mechanism.inputs), len(mechanism.springs)
     if len(angles) != dof or len(initial.q) != dof or len(initial.qd) != dof or len(initial.u) != n_u \
@@ -275,10 +278,10 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
             raise ModelError(f"{f}: missing (listed under 'resources' in model.json); {RETRAIN}")
         resources[str(name)] = f.read_bytes()
     try:
-        model = kind.from_saved(meta["model"], arrays, dt=float(meta["dt"]), angles=angles, resources=resources)
+        model = kind.from_saved(meta["model"], arrays, dt=dt, angles=angles, resources=resources)
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"{mj}: key 'model' is malformed ({type(exc).__name__}: {exc}); {RETRAIN}") from None
-    return ModelArtifact(meta["reducer"], mechanism, layout, float(meta["dt"]), angles,
+    return ModelArtifact(meta["reducer"], mechanism, layout, dt, angles,
                          tuple(str(c) for c in meta["coordinates"]), envelope, initial, meta["training"], model,
                          meta["versions"], str(path))
 

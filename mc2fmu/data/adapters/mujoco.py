@@ -121,7 +121,7 @@ def _assign_names(items: Sequence[tuple[int, str | None]], fallback: str, reserv
     used = set(reserved)
     out: list[str | None] = [None] * len(items)
     for k, (_, raw) in enumerate(items):
-        if raw and IDENTIFIER.match(raw) and raw not in used:
+        if raw and IDENTIFIER.fullmatch(raw) and raw not in used:
             out[k] = raw
             used.add(raw)
     for k, (i, raw) in enumerate(items):
@@ -492,7 +492,7 @@ def _unrepresented_forces(mj, model, ids: list[int], converted_tendons: set[int]
 
 def mechanism_from_mujoco(model, name: str | None = None) -> dict[str, Any]:
     """The mechanism description of a ``mujoco.MjModel`` as a dict in mc2fmu's mechanism schema
-    (``name``, ``gravity``, ``bodies``, ``inputs``); :func:`mc2fmu.mechanism.mechanism_from_dict`
+    (``name``, ``gravity``, ``bodies``, ``inputs``); :func:`mc2fmu.mechanics.mechanism.mechanism_from_dict`
     reads it.  Body and input names are sanitised; :func:`describe_mujoco` returns the mapping.
     """
     return describe_mujoco(model, name=name).mechanism

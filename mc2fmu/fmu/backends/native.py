@@ -6,7 +6,7 @@ with the C compiler ``$CC``, default ``gcc``) and its C sources (``sources/``, w
 other platforms compile the sources themselves.
 
 * ``sources/mc2fmu_model.h`` is rendered from ``mc2fmu/fmu/templates/native/mc2fmu_model.h.in``: data
-  only (sizes, the variable table of :func:`mc2fmu.fmu_description.fmu_variables`, weights
+  only (sizes, the variable table of :func:`mc2fmu.fmu.description.fmu_variables`, weights
   as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
@@ -255,7 +255,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     ]
     rows = [f"    {{{_c_string(v.name)}, {ROLES[v.role]}, {v.index}, {_c_double(v.start if v.start is not None else 0.0)}}}"
             for v in variables]
-    arrays.append(f"/* the variables in value-reference order (mc2fmu.fmu_description.fmu_variables) */\n"
+    arrays.append(f"/* the variables in value-reference order (mc2fmu.fmu.description.fmu_variables) */\n"
                   f"static const mc2fmu_variable mc2fmu_variables[{len(variables)}] = {{\n" + ",\n".join(rows) + "\n};")
     return render("native/mc2fmu_model.h.in",
         model_name=artifact.mechanism.name, mc2fmu_version=__version__,

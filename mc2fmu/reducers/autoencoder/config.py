@@ -27,9 +27,21 @@ def _opt(flag: str, help: str, **kw) -> dict:
     return {"flag": flag, "help": help, **kw}
 
 
+def dof_value(text: str) -> int | str:
+    """``--dof``: a positive integer, or ``auto`` (estimated from the data)."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r}: give the number of minimal coordinates or auto") from None
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    dof: int = field(metadata=_opt("--dof", "number of minimal coordinates (the mechanism's DOF)", metavar="N"))
+    dof: int | str = field(metadata=_opt(
+        "--dof", "number of minimal coordinates (the mechanism's DOF), or auto: estimated from the data, with the "
+        "evidence printed (see `mc2fmu estimate-dof`)", metavar="N|auto", parse=dof_value))
     coords: tuple[str, ...] = field(default=(), metadata=_opt(
         "--coords", "known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is "
         "trained)", metavar="COL,...", parse=name_list))
@@ -73,9 +85,11 @@ class TrainConfig:
     def validate(self) -> None:
         """Checks that need no data, done before any data is read."""
         problems = []
-        if self.dof < 1:
-            problems.append(f"--dof {self.dof}: the number of minimal coordinates must be >= 1")
-        if self.coords and len(self.coords) != self.dof:
+        if self.dof == "auto":
+            pass
+        elif not isinstance(self.dof, int) or isinstance(self.dof, bool) or self.dof < 1:
+            problems.append(f"--dof {self.dof}: the number of minimal coordinates must be >= 1 (or auto)")
+        elif self.coords and len(self.coords) != self.dof:
             problems.append(f"--coords names {len(self.coords)} column(s) but --dof is {self.dof}; give one column per DOF")
         for flag, value, valid in (("--warmup", self.warmup, WARMUPS), ("--loss", self.loss, LOSSES),
                                    ("--activation", self.activation, ACTIVATIONS),

@@ -338,7 +338,7 @@ static void mc2fmu_eval_terms(const double *q, const double *u, mc2fmu_terms *T)
     }
 }
 
-/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.dynamics.cholesky_solve */
+/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.reduced.manifold.cholesky_solve */
 static void mc2fmu_cholesky_solve(const double *A, const double *b, double *y) {
     double L[MC2FMU_NQ2], z[MC2FMU_NQ];
     int i, j, k;
