@@ -12,7 +12,7 @@ neighbourhood (separate stretches of time within a radius of it; the radius grow
 unit velocity per visit (the sample nearest the anchor), and the singular values of those
 directions, scaled by the largest.  Directions measured a radius ``r`` apart tilt out of the
 tangent space by about ``r`` over the curvature radius (measured on the bundled mechanisms:
-1e-5 to 1e-3 of the largest value, then 1e-6 to 1e-10 for the second-order tilt, then
+2e-5 to 1.4e-3 of the largest value, then 1e-6 to 1e-10 for the second-order tilt, then
 rounding), while a direction the mechanism can move in shows with 0.1 to 1 (the two-bar's
 second DOF: 0.48).  The median spectrum over the anchors is the evidence; the estimate counts
 its values above :data:`TANGENT` and is accepted only when the next value is at least
@@ -34,7 +34,7 @@ ANCHORS = 240
 MIN_VISITS = 5
 MAX_RADIUS = 0.3  # of the data's RMS spread
 TANGENT = 1e-2  # a tangent direction's scaled singular value is above this
-CURVATURE = 1e-3  # ... and curvature's below this
+CURVATURE = 3e-3  # ... and curvature's below this (measured up to 1.4e-3)
 MIN_GAP = 30.0
 MIN_ANCHORS = 20
 MAX_DOF = 8
