@@ -38,8 +38,9 @@ KNOWN = {
     "slider_crank": ("slider.x",),
     "two_bar": ("short_bar.y", "long_bar.y"),
     "macpherson": ("spindle.z",),
+    "five_bar": ("left_arm.R11", "right_arm.R11"),  # cos of the proximal angles: monotonic on (-pi, 0)
 }
-DOF = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1}
+DOF = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1, "five_bar": 2}
 
 
 def ensure_runs(name: str) -> Path:

@@ -1,4 +1,4 @@
-"""The four reference mechanisms, one builder each.
+"""The reference mechanisms, one builder each.
 
 Every builder returns an engine-neutral :class:`~examples._model.Model` whose reference
 configuration is the static equilibrium the runs start from (at rest).  The hanging
@@ -243,6 +243,92 @@ def two_bar() -> Model:
     )
 
 
+# ---------------------------------------------------------------------------- five-bar
+
+
+def five_bar() -> Model:
+    """Planar closed-loop five-bar hanging under gravity (-y), 2 DOF, a torque on each proximal link.
+
+    Geometry (plane z = 0): ground pivots A0 = (0, 0) and E0 = (0.3, 0); proximal links A0-A
+    (0.25 m) and E0-B (0.22 m); distal links A-C (0.38 m) and B-C (0.34 m), joined at C below
+    the pivots.  Masses 1.1, 0.9, 1.3 and 1.0 kg, box inertias; the proximal COMs lie 0.1 m out
+    on their axes, the distal ones off-axis (bent links).  Body frames: the proximal links at
+    their pivots, the distal ones at A and B, x along each link.  Joints: revolutes at A0, A,
+    E0, B, and at C a pin that constrains only the in-plane position (closes the loop).
+    Inputs ``tau1``, ``tau2``: torques about global z on the proximal links.  The run starts at
+    rest in the hanging equilibrium (both torques 0), the minimum of the potential energy over
+    the two proximal angles with C from the loop's closed-form kinematics.  Excitations:
+    ``train`` three tones on each torque (0.13-0.53 Hz, below the pendulum modes); ``low``
+    0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
+    """
+    from scipy.optimize import minimize
+
+    a, b, c, d, e = 0.25, 0.38, 0.34, 0.22, 0.3
+    A0, E0 = np.array([0.0, 0.0]), np.array([e, 0.0])
+    links = {
+        "left_arm": dict(mass=1.1, com=(0.1, 0.0, 0.0), inertia=box_inertia(1.1, (0.25, 0.03, 0.01))),
+        "left_link": dict(mass=1.3, com=(0.19, 0.025, 0.0), inertia=box_inertia(1.3, (0.38, 0.05, 0.01))),
+        "right_link": dict(mass=1.0, com=(0.17, -0.02, 0.0), inertia=box_inertia(1.0, (0.34, 0.04, 0.01))),
+        "right_arm": dict(mass=0.9, com=(0.1, 0.0, 0.0), inertia=box_inertia(0.9, (0.22, 0.03, 0.01))),
+    }
+
+    def pose(t1, t2):
+        A = A0 + a * np.array([math.cos(t1), math.sin(t1)])
+        B = E0 + d * np.array([math.cos(t2), math.sin(t2)])
+        C = _circle_intersection(A, b, B, c, below=True)
+        return {"left_arm": (A0, t1), "left_link": (A, _direction(A, C)), "right_link": (B, _direction(B, C)),
+                "right_arm": (E0, t2)}, A, B, C
+
+    def potential(angles):
+        frames = pose(*angles)[0]
+        height = 0.0
+        for name, (origin, phi) in frames.items():
+            com = rot_z(phi)[:2, :2] @ np.array(links[name]["com"][:2])
+            height += links[name]["mass"] * (origin + com)[1]
+        return G * height
+
+    res = minimize(potential, x0=[-1.9, -1.2], method="Nelder-Mead", options={"xatol": 1e-13, "fatol": 1e-15,
+                                                                                  "maxiter": 20000})
+    frames, A, B, C = pose(*res.x)
+    bodies = tuple(Body(name, position=_in_plane(frames[name][0]), rotation=rot_z(frames[name][1]), **links[name])
+                   for name in ("left_arm", "left_link", "right_link", "right_arm"))
+    joints = (
+        Joint("pivot_A0", "revolute", ("ground", "left_arm"), _in_plane(A0)),
+        Joint("pin_A", "revolute", ("left_arm", "left_link"), _in_plane(A)),
+        Joint("pivot_E0", "revolute", ("ground", "right_arm"), _in_plane(E0)),
+        Joint("pin_B", "revolute", ("right_arm", "right_link"), _in_plane(B)),
+        Joint("pin_C", "planar_pin", ("left_link", "right_link"), _in_plane(C)),
+    )
+
+    def coordinates(origin, rotation):
+        x2, x3 = rotation[:, 1, :, 0], rotation[:, 2, :, 0]
+        return {
+            "left_angle": _angle_of_x_axis(rotation, 0),
+            "right_angle": _angle_of_x_axis(rotation, 3),
+            "sin_distal_angle": np.abs(np.cross(x2, x3)[:, 2]),  # 0 = the distal links are collinear (singular)
+        }
+
+    return Model(
+        name="five_bar",
+        summary="planar five-bar hanging under gravity, a torque on each proximal link (2 DOF)",
+        gravity=(0.0, -G, 0.0),
+        bodies=bodies,
+        joints=joints,
+        inputs=(Input("tau1", "torque", "left_arm", (0.0, 0.0, 1.0)),
+                Input("tau2", "torque", "right_arm", (0.0, 0.0, 1.0))),
+        static_inputs=(0.0, 0.0),
+        train=(
+            Waveform(((0.9, 0.17), (-0.5, 0.31), (-0.4, 0.53))),
+            Waveform(((-0.7, 0.13), (0.45, 0.37), (0.25, 0.47))),
+        ),
+        shape=(
+            Waveform(((0.35, 0.15), (0.3, 0.27), (-0.35, 0.41), (-0.3, 0.58))),
+            Waveform(((-0.3, 0.11), (0.3, 0.23), (0.25, 0.43), (-0.25, 0.61))),
+        ),
+        coordinates=coordinates,
+    )
+
+
 # ---------------------------------------------------------------------------- MacPherson
 
 
@@ -323,4 +409,5 @@ def macpherson() -> Model:
     )
 
 
-BUILDERS = {"four_bar": four_bar, "slider_crank": slider_crank, "two_bar": two_bar, "macpherson": macpherson}
+BUILDERS = {"four_bar": four_bar, "slider_crank": slider_crank, "two_bar": two_bar, "macpherson": macpherson,
+            "five_bar": five_bar}
