@@ -11,6 +11,8 @@ prints a JSON result.
   ``states`` with the inputs ``u`` (one row per state).
 * ``nan``: set a non-finite input on an FMI 3 co-simulation FMU; returns the statuses and the
   logged messages.
+* ``misuse``: FMI 2 calls an adversarial host makes (``case``), each on a fresh instance of
+  the FMU's ``fmi_type``; returns per call whether it was refused, and the logged messages.
 """
 
 from __future__ import annotations
@@ -126,7 +128,110 @@ def nan(req: dict) -> dict:
     return {"status": status, "messages": messages}
 
 
+def _fnv(seed: int, data: bytes) -> int:
+    h = seed
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def misuse(req: dict) -> dict:
+    """One misuse ``case``; every FMI call's outcome is recorded as "ok" or the error fmpy raised."""
+    import struct
+
+    from fmpy import extract, read_model_description
+    from fmpy.simulation import instantiate_fmu
+
+    md = read_model_description(req["fmu"])
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    messages, calls = [], []
+    unzipped = extract(req["fmu"])
+
+    def logger(env, instance, status, category, message):
+        messages.append({"status": int(status), "message": message.decode(errors="replace")})
+
+    def new(fmi_type="CoSimulation"):
+        return instantiate_fmu(unzipped, md, fmi_type, debug_logging=True, logger=logger)
+
+    def call(name, fn, *args, **kw):
+        try:
+            out = fn(*args, **kw)
+            calls.append([name, "ok"])
+            return out
+        except Exception as exc:  # fmpy raises for error statuses
+            calls.append([name, str(exc)])
+            return None
+
+    def started(fmi_type="CoSimulation"):
+        fmu = new(fmi_type)
+        fmu.setupExperiment(startTime=0.0)
+        fmu.setReal([vr[k] for k in req["start"]], list(req["start"].values()))
+        fmu.enterInitializationMode()
+        fmu.exitInitializationMode()
+        return fmu
+
+    case = req["case"]
+    if case == "huge_step":
+        fmu = started()
+        call("doStep h=1e20", fmu.doStep, currentCommunicationPoint=0.0, communicationStepSize=1e20)
+    elif case == "wrong_time":
+        fmu = started()
+        call("doStep 0 -> 0.01", fmu.doStep, currentCommunicationPoint=0.0, communicationStepSize=0.01)
+        call("doStep from -5", started().doStep, currentCommunicationPoint=-5.0, communicationStepSize=0.01)
+        call("doStep from 10", started().doStep, currentCommunicationPoint=10.0, communicationStepSize=0.01)
+    elif case == "nan_start":
+        fmu = new()
+        call("setupExperiment NaN", fmu.setupExperiment, startTime=float("nan"))
+    elif case == "fixed_after_init":
+        fmu = started()
+        call("set q_start after init", fmu.setReal, [vr["q_start[1]"]], [0.1])
+    elif case == "after_terminate":
+        fmu = started()
+        call("doStep", fmu.doStep, currentCommunicationPoint=0.0, communicationStepSize=0.001)
+        call("terminate", fmu.terminate)
+        call("doStep after terminate", fmu.doStep, currentCommunicationPoint=0.001, communicationStepSize=0.001)
+    elif case == "phases":
+        fmu = new()
+        call("exitInitializationMode first", fmu.exitInitializationMode)
+        fmu = started()
+        call("enterInitializationMode twice", fmu.enterInitializationMode)
+    elif case == "state":
+        fmu = started()
+        for k in range(5):
+            fmu.doStep(currentCommunicationPoint=k * 0.001, communicationStepSize=0.001)
+        state = fmu.getFMUstate()
+        blob = bytes(fmu.serializeFMUstate(state))
+        header = 40  # magic 8, format 4, size 4, token 8, interface 4, pad 4, checksum 8
+        token, interface = struct.unpack_from("<QI", blob, 16)
+
+        def load(name, data, target=None):
+            target = target or started()
+            st = call(name, target.deSerializeFMUstate, data)
+            if st is not None:
+                call(name + ": set", target.setFMUstate, st)
+                call(name + ": step", target.doStep, currentCommunicationPoint=0.005, communicationStepSize=0.001)
+
+        load("intact", blob)
+        for pos in (header + 3, header + 17, len(blob) - 9):  # bit flips in the state's bytes
+            flipped = bytearray(blob)
+            flipped[pos] ^= 0x10
+            load(f"bit flip at {pos}", bytes(flipped))
+
+        def forged(offset, fmt, value):
+            data = bytearray(blob)
+            struct.pack_into(fmt, data, header + offset, value)
+            struct.pack_into("<Q", data, 32, _fnv(token ^ interface, bytes(data[header:])))
+            return bytes(data)
+
+        load("forged k = INT64_MIN", forged(16, "<q", -2**63))  # t0 8, time 8, k 8
+        load("forged t0 = NaN", forged(0, "<d", float("nan")))
+        load("truncated", blob[:-1])
+        if req.get("both"):
+            load("co-simulation state into model exchange", blob, started("ModelExchange"))
+    return {"calls": calls, "messages": messages}
+
+
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
-    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "nan": nan}
+    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "nan": nan, "misuse": misuse}
     json.dump(kinds[request["kind"]](request), sys.stdout)

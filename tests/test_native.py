@@ -638,3 +638,54 @@ def test_compile_errors_show_the_first_lines(tmp_path):
     bad.write_text("int f(void) { return undefined_thing; }\n")
     with pytest.raises(ExportError, match=r"C compiler failed(.|\n)*undefined_thing"):
         compile_library(bad, tmp_path / "bad.so")
+
+
+# ---------------------------------------------------------------------------- an adversarial host
+
+
+def _misuse(native, trained, tmp_path, case, interface="cs"):
+    model_dir = trained("four_bar")[0]
+    fmu = native("four_bar", 2, interface)[0]
+    res = run_json(FMPY_SIM, {"kind": "misuse", "case": case, "fmu": str(fmu), "start": start_values(model_dir),
+                              "both": interface == "both"}, tmp_path)
+    return dict(res["calls"]), " | ".join(m["message"] for m in res["messages"])
+
+
+@pytest.mark.parametrize("case, call, message", [
+    ("huge_step", "doStep h=1e20", "use smaller communication steps"),
+    ("wrong_time", "doStep from -5", "a communication step starts where the previous one ended"),
+    ("wrong_time", "doStep from 10", "the FMU is at t = 0"),
+    ("nan_start", "setupExperiment NaN", "start time nan refused"),
+    ("fixed_after_init", "set q_start after init", "q_start[1] cannot be changed after initialisation"),
+    ("after_terminate", "doStep after terminate", "outside step mode"),
+    ("phases", "exitInitializationMode first", "enterInitializationMode was not called"),
+    ("phases", "enterInitializationMode twice", "not freshly instantiated"),
+])
+def test_misuse_is_refused_with_a_message(native, trained, tmp_path, case, call, message):
+    """What an adversarial FMI 2 host does: an error status and a message that says why, never
+    OK with garbage or a hang (h = 1e20 used to overflow the grid index and return OK)."""
+    calls, text = _misuse(native, trained, tmp_path, case)
+    assert calls[call] != "ok" and "error" in calls[call].lower(), calls
+    assert message in text, text
+
+
+def test_legal_calls_around_the_misuse_still_work(native, trained, tmp_path):
+    calls, _ = _misuse(native, trained, tmp_path, "wrong_time")
+    assert calls["doStep 0 -> 0.01"] == "ok"
+    calls, _ = _misuse(native, trained, tmp_path, "after_terminate")
+    assert calls["doStep"] == "ok" and calls["terminate"] == "ok"
+
+
+def test_serialized_state_cannot_be_forged(native, trained, tmp_path):
+    """Bit flips fail the checksum; a forged blob with a valid checksum but a grid index of
+    INT64_MIN (used to step for minutes) or t0 = NaN (used to step on NaN) fails the field
+    checks; a truncated blob and a co-simulation state loaded into model exchange are refused."""
+    calls, text = _misuse(native, trained, tmp_path, "state", "both")
+    assert calls["intact"] == "ok" and calls["intact: set"] == "ok" and calls["intact: step"] == "ok", calls
+    refused = [k for k in calls if k.startswith(("bit flip", "forged", "truncated", "co-simulation state"))
+               and ":" not in k]
+    assert len(refused) == 7, calls
+    assert all(calls[k] != "ok" for k in refused), calls
+    assert text.count("checksum does not match") == 3
+    assert "grid index that does not match its time" in text and "a non-finite time" in text
+    assert "other interface" in text and "bytes refused" in text

@@ -19,12 +19,36 @@ typedef struct {
 static void mc2fmu_fmi2_log(mc2fmu_core *c, int status, const char *category, const char *message) {
     mc2fmu_fmi2 *inst = (mc2fmu_fmi2 *)c->glue;
     /* warnings and errors always reach the importer; FMI 2 loggers treat the message as a
-       format string and '#' as a variable reference marker, which our messages avoid */
-    if (inst->logger && (status != MC2FMU_OK || inst->logging_on))
-        inst->logger(inst->env, inst->name, (fmi2Status)status, category, message);
+       printf format string: every '%' is doubled, so no text (e.g. a failure message restored
+       from a serialized state) is ever read as a conversion */
+    char safe[2 * 1024 + 1];
+    size_t i = 0;
+    const char *p;
+    if (!inst->logger || (status == MC2FMU_OK && !inst->logging_on)) return;
+    for (p = message; *p && i + 2 < sizeof safe; p++) {
+        if (*p == '%') safe[i++] = '%';
+        safe[i++] = *p;
+    }
+    safe[i] = 0;
+    inst->logger(inst->env, inst->name, (fmi2Status)status, category, safe);
 }
 
 static fmi2Status mc2fmu_fmi2_status(int s) { return (fmi2Status)s; }
+
+/* FMI 2 fmi2SetupExperiment: only before initialisation, with a finite start time */
+static int mc2fmu_setup(mc2fmu_core *c, double start_time) {
+    char msg[MC2FMU_MESSAGE], b[40];
+    if (c->s.phase != MC2FMU_INSTANTIATED)
+        return mc2fmu_fail(c, "setupExperiment refused: it belongs before enterInitializationMode");
+    if (!isfinite(start_time)) {
+        snprintf(msg, sizeof msg, "start time %s refused: it must be finite", mc2fmu_repr(start_time, b, sizeof b));
+        return mc2fmu_fail(c, msg);
+    }
+    c->s.t0 = start_time;
+    c->s.time = start_time;
+    return MC2FMU_OK;
+}
+
 
 #define MC2FMU_INST(c) ((mc2fmu_fmi2 *)(c))
 #define MC2FMU_CHECK(c)              \
@@ -93,9 +117,7 @@ fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean toleranceDefined, fm
     (void)stopTimeDefined;
     (void)stopTime;
     MC2FMU_CHECK(c);
-    MC2FMU_INST(c)->core.s.t0 = startTime;
-    MC2FMU_INST(c)->core.s.time = startTime;
-    return fmi2OK;
+    return mc2fmu_fmi2_status(mc2fmu_setup(&MC2FMU_INST(c)->core, startTime));
 }
 
 fmi2Status fmi2EnterInitializationMode(fmi2Component c) {
@@ -219,7 +241,7 @@ fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate FMUstate, si
 fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate FMUstate, fmi2Byte serializedState[], size_t size) {
     MC2FMU_CHECK(c);
     if (!FMUstate || size < MC2FMU_BLOB_SIZE) return fmi2Error;
-    mc2fmu_serialize((const mc2fmu_state *)FMUstate, (unsigned char *)serializedState);
+    mc2fmu_serialize(&MC2FMU_INST(c)->core, (const mc2fmu_state *)FMUstate, (unsigned char *)serializedState);
     return fmi2OK;
 }
 

@@ -300,7 +300,7 @@ fmi3Status fmi3SerializedFMUStateSize(fmi3Instance c, fmi3FMUState FMUState, siz
 fmi3Status fmi3SerializeFMUState(fmi3Instance c, fmi3FMUState FMUState, fmi3Byte serializedState[], size_t size) {
     MC2FMU_CHECK(c);
     if (!FMUState || size < MC2FMU_BLOB_SIZE) return fmi3Error;
-    mc2fmu_serialize((const mc2fmu_state *)FMUState, (unsigned char *)serializedState);
+    mc2fmu_serialize(MC2FMU_CORE(c), (const mc2fmu_state *)FMUState, (unsigned char *)serializedState);
     return fmi3OK;
 }
 

@@ -57,6 +57,9 @@ typedef struct {
 #define MC2FMU_NE (2 * MC2FMU_NQ + MC2FMU_NU) /* envelope channels: q, qd, u */
 #define MC2FMU_NU1 (MC2FMU_NU > 0 ? MC2FMU_NU : 1)
 #define MC2FMU_GRID_TOL 1e-6 /* a communication point within 1e-6 dt of a grid point is that point */
+/* the most grid steps one doStep may take (about 15 s of CPU at 1.5 us a step): a larger
+   communication step is an error that says so, never a hang */
+#define MC2FMU_MAX_GRID_STEPS 10000000.0
 
 /* statuses, numerically equal in FMI 2 and FMI 3 */
 enum { MC2FMU_OK = 0, MC2FMU_WARNING = 1, MC2FMU_DISCARD = 2, MC2FMU_ERROR = 3, MC2FMU_FATAL = 4 };
@@ -653,6 +656,13 @@ static void mc2fmu_rhs(mc2fmu_core *c, const double *q, const double *qd, double
 }
 
 static int mc2fmu_enter_initialization(mc2fmu_core *c, double start_time) {
+    char msg[MC2FMU_MESSAGE], b[40];
+    if (c->s.phase != MC2FMU_INSTANTIATED)
+        return mc2fmu_fail(c, "enterInitializationMode refused: the FMU is not freshly instantiated (reset it first)");
+    if (!isfinite(start_time)) {
+        snprintf(msg, sizeof msg, "start time %s refused: it must be finite", mc2fmu_repr(start_time, b, sizeof b));
+        return mc2fmu_fail(c, msg);
+    }
     c->s.t0 = start_time;
     c->s.time = start_time;
     c->s.phase = MC2FMU_INITIALIZATION;
@@ -665,6 +675,8 @@ static int mc2fmu_exit_initialization(mc2fmu_core *c) {
     double a[MC2FMU_NQ];
     int i;
     if (c->s.failed) return mc2fmu_fail(c, "initialisation refused: the FMU failed earlier; re-instantiate it");
+    if (c->s.phase != MC2FMU_INITIALIZATION)
+        return mc2fmu_fail(c, "exitInitializationMode refused: enterInitializationMode was not called");
     c->s.phase = MC2FMU_RUNNING;
     c->s.time = c->s.t0;
     c->pose_valid = 0;
@@ -699,14 +711,27 @@ static int mc2fmu_do_step(mc2fmu_core *c, double current_time, double step_size)
         return mc2fmu_fail(c, msg);
     }
     if (c->s.phase != MC2FMU_RUNNING) return mc2fmu_fail(c, "doStep called outside step mode (initialise the FMU first)");
+    if (c->interface != MC2FMU_CS) return mc2fmu_fail(c, "doStep refused: this instance is a model-exchange one");
     if (!(step_size >= 0 && isfinite(step_size))) {
         char b[40];
         snprintf(msg, sizeof msg, "invalid communication step size %s", mc2fmu_repr(step_size, b, sizeof b));
         return mc2fmu_fail(c, msg);
     }
+    if (!(fabs(current_time - c->s.time) <= 1e-9 * fmax(1.0, fabs(c->s.time)) + 1e-6 * MC2FMU_DT)) {
+        char b[40];
+        snprintf(msg, sizeof msg, "doStep from t = %s refused: the FMU is at t = %.17g (a communication step starts "
+                 "where the previous one ended)", mc2fmu_repr(current_time, b, sizeof b), c->s.time);
+        return mc2fmu_fail(c, msg);
+    }
     target = current_time + step_size;
     n = (target - c->s.t0) / MC2FMU_DT;
     r = nearbyint(n);
+    if (!(n - (double)c->s.k <= MC2FMU_MAX_GRID_STEPS)) {
+        snprintf(msg, sizeof msg, "a communication step of %.6g s would take %.3g internal steps of %g s (at most %.0f "
+                 "per doStep); use smaller communication steps", step_size, n - (double)c->s.k, MC2FMU_DT,
+                 MC2FMU_MAX_GRID_STEPS);
+        return mc2fmu_fail(c, msg);
+    }
     k_target = (int64_t)(fabs(n - r) < MC2FMU_GRID_TOL ? r : ceil(n));
     while (c->s.k < k_target) {
         double q_next[MC2FMU_NQ];
@@ -846,6 +871,11 @@ static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
                  mc2fmu_repr(value, b, sizeof b));
         return mc2fmu_fail(c, msg);
     }
+    if (var->role != MC2FMU_ROLE_INPUT && mc2fmu_running(c)) {
+        snprintf(msg, sizeof msg, "%s cannot be changed after initialisation: it is a fixed parameter (set it before "
+                 "exitInitializationMode, or reset the FMU)", var->name);
+        return mc2fmu_fail(c, msg);
+    }
     if (var->role == MC2FMU_ROLE_INPUT) c->s.u[var->index] = value;
     else if (var->role == MC2FMU_ROLE_Q_START) c->s.q_start[var->index] = value;
     else c->s.qd_start[var->index] = value;
@@ -853,29 +883,71 @@ static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
     return MC2FMU_OK;
 }
 
-/* FMU state: a copy of mc2fmu_state; serialised as a header and its bytes (same build only) */
+/* FMU state: a copy of mc2fmu_state; serialised as a header and its bytes (same build only).
+   The header carries the model's token, the interface and a checksum of the state's bytes;
+   on load every field is checked too, so a corrupted or forged blob is refused instead of
+   crashing, hanging or stepping on NaN. */
 typedef struct {
     char magic[8];
     uint32_t format, size;
     uint64_t token;
+    uint32_t interface, pad;
+    uint64_t checksum;
 } mc2fmu_blob_header;
 
-static uint64_t mc2fmu_token_hash(void) {
-    uint64_t h = 1469598103934665603ULL;
-    const char *p = MC2FMU_INSTANTIATION_TOKEN;
-    while (*p) { h ^= (unsigned char)*p++; h *= 1099511628211ULL; }
+static uint64_t mc2fmu_fnv(uint64_t h, const unsigned char *p, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ULL; }
     return h;
+}
+
+static uint64_t mc2fmu_token_hash(void) {
+    const char *p = MC2FMU_INSTANTIATION_TOKEN;
+    return mc2fmu_fnv(1469598103934665603ULL, (const unsigned char *)p, strlen(p));
+}
+
+static int mc2fmu_all_finite(const double *v, int n) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (!isfinite(v[i])) return 0;
+    return 1;
+}
+
+/* what must hold of a state for this build to run on it; NULL if it does */
+static const char *mc2fmu_state_problem(const mc2fmu_core *c, const mc2fmu_state *s) {
+    const int running = s->phase == MC2FMU_RUNNING || s->phase == MC2FMU_TERMINATED;
+    if (s->phase < MC2FMU_INSTANTIATED || s->phase > MC2FMU_TERMINATED) return "an unknown phase";
+    if (!isfinite(s->t0) || !isfinite(s->time)) return "a non-finite time";
+    if ((s->warned != 0 && s->warned != 1) || (s->failed != 0 && s->failed != 1)) return "corrupt flags";
+    if (memchr(s->failure, 0, sizeof s->failure) == NULL) return "an unterminated message";
+    if (!mc2fmu_all_finite(s->u, MC2FMU_NU1) || !mc2fmu_all_finite(s->q_start, MC2FMU_NQ) ||
+        !mc2fmu_all_finite(s->qd_start, MC2FMU_NQ))
+        return "non-finite inputs or parameters";
+    if (!(s->envelope >= 0.0)) return "a negative or NaN envelope distance";
+    if (running && c->interface == MC2FMU_ME && !mc2fmu_all_finite(s->xs, 2 * MC2FMU_NQ)) return "non-finite states";
+    if (running && c->interface == MC2FMU_CS) {
+        const double n = (s->time - s->t0) / MC2FMU_DT;
+        if (s->k < 0 || !(fabs((double)s->k - n) <= 1.0 + MC2FMU_GRID_TOL)) return "a grid index that does not match its time";
+        if (!mc2fmu_all_finite(s->hist[1], MC2FMU_NQ) || !mc2fmu_all_finite(s->hist[2], MC2FMU_NQ) ||
+            (s->k > 0 && !mc2fmu_all_finite(s->hist[0], MC2FMU_NQ)))
+            return "a non-finite history";
+        if (!mc2fmu_all_finite(s->q_out, MC2FMU_NQ) || !mc2fmu_all_finite(s->qd_out, MC2FMU_NQ))
+            return "non-finite outputs";
+    }
+    return NULL;
 }
 
 #define MC2FMU_BLOB_SIZE (sizeof(mc2fmu_blob_header) + sizeof(mc2fmu_state))
 
-static void mc2fmu_serialize(const mc2fmu_state *s, unsigned char *out) {
+static void mc2fmu_serialize(const mc2fmu_core *c, const mc2fmu_state *s, unsigned char *out) {
     mc2fmu_blob_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, "mc2fmu\x01", 8);
-    h.format = 1;
+    h.format = 2;
     h.size = (uint32_t)sizeof(mc2fmu_state);
     h.token = mc2fmu_token_hash();
+    h.interface = (uint32_t)c->interface;
+    h.checksum = mc2fmu_fnv(h.token ^ h.interface, (const unsigned char *)s, sizeof *s);
     memcpy(out, &h, sizeof h);
     memcpy(out + sizeof h, s, sizeof *s);
 }
@@ -889,9 +961,25 @@ static int mc2fmu_deserialize(mc2fmu_core *c, const unsigned char *in, size_t si
         return mc2fmu_fail(c, msg);
     }
     memcpy(&h, in, sizeof h);
-    if (memcmp(h.magic, "mc2fmu\x01", 8) || h.format != 1 || h.size != sizeof(mc2fmu_state) || h.token != mc2fmu_token_hash())
+    if (memcmp(h.magic, "mc2fmu\x01", 8) || h.format != 2 || h.size != sizeof(mc2fmu_state) || h.token != mc2fmu_token_hash())
         return mc2fmu_fail(c, "serialized FMU state refused: it was written by another model or build");
-    memcpy(s, in + sizeof h, sizeof *s);
+    if (h.interface != (uint32_t)c->interface)
+        return mc2fmu_fail(c, "serialized FMU state refused: it was taken from the other interface (co-simulation / "
+                              "model exchange)");
+    {
+        mc2fmu_state tmp;
+        const char *problem;
+        char msg[MC2FMU_MESSAGE];
+        memcpy(&tmp, in + sizeof h, sizeof tmp);
+        if (mc2fmu_fnv(h.token ^ h.interface, (const unsigned char *)&tmp, sizeof tmp) != h.checksum)
+            return mc2fmu_fail(c, "serialized FMU state refused: its checksum does not match (the bytes were changed)");
+        problem = mc2fmu_state_problem(c, &tmp);
+        if (problem) {
+            snprintf(msg, sizeof msg, "serialized FMU state refused: it holds %s", problem);
+            return mc2fmu_fail(c, msg);
+        }
+        memcpy(s, &tmp, sizeof tmp);
+    }
     return MC2FMU_OK;
 }
 
