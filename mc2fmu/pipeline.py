@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
 #: the bundled mechanisms `mc2fmu demo` can run, and their degrees of freedom
-DEMO_MECHANISMS = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1}
+DEMO_MECHANISMS = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1, "five_bar": 2}
 EXCITATIONS = ("train", "low", "shape", "high")
 
 
