@@ -54,5 +54,9 @@ class ExportError(Mc2fmuError):
     """ONNX or FMU export failed, or an exported graph disagrees with the model."""
 
 
+class OutputError(Mc2fmuError):
+    """An output path cannot be written (a directory, a path under a file, no permission)."""
+
+
 class ValidationError(Mc2fmuError):
     """An FMU could not be validated against reference runs."""

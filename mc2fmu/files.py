@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .errors import OutputError
+
 
 def give_default_mode(path: Path) -> None:
     """The mode a plain ``open``/``mkdir`` would have given: ``mkstemp``/``mkdtemp`` make
@@ -33,8 +35,13 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     Nothing half-written is ever left at ``path``: on any error the temporary file is removed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory; name the file to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot be written ({exc.strerror or exc}); choose another output path") from None
     os.close(fd)
     tmp_path = Path(tmp)
     give_default_mode(tmp_path)
@@ -51,8 +58,13 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty temporary directory next to ``path``; it replaces ``path`` (a complete
     directory or nothing) only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{path}: is a file; a directory is written here, choose another path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot be written ({exc.strerror or exc}); choose another output path") from None
     give_default_mode(tmp)
     try:
         yield tmp

@@ -307,3 +307,29 @@ def test_gzip_csv_is_read(tmp_path, toy_mechanism, toy_run):
     with gzip.open(gz, "wt") as fh:
         fh.write(toy_run.read_text())
     assert main(["ingest", str(toy_mechanism), str(gz), "-o", str(tmp_path / "g.npz")]) == 0
+
+
+def test_hostile_mechanism_files_are_errors_not_tracebacks(capsys, tmp_path, toy_mechanism, toy_run):
+    """A 400-digit mass, nesting 5000 deep, and a 5000-character name: one short error line each."""
+    text = Path(toy_mechanism).read_text()
+    cases = {
+        "big.toml": (text.replace("mass = 2.0", "mass = 1" + "0" * 400, 1), "(401 characters) must be a finite number"),
+        "deep.toml": ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nested or sized beyond reason"),
+        "long.toml": (text.replace('name = "arm"', 'name = "' + "x" * 5000 + ' y"', 1), "characters)"),
+    }
+    for name, (content, message) in cases.items():
+        (tmp_path / name).write_text(content)
+        code, _, err = run_cli(capsys, "ingest", tmp_path / name, toy_run, "-o", tmp_path / "out.npz")
+        assert code == 2 and message in err and "Traceback" not in err, (name, err[-300:])
+        assert max(len(line) for line in err.splitlines()) < 400, name
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_output_paths_that_cannot_be_written(capsys, tmp_path, toy_mechanism, toy_run):
+    for out, message in ((tmp_path, "the dataset is written as .npz"),
+                         (Path(toy_mechanism) / "x.npz", "cannot be written"),
+                         (tmp_path / "dir.npz", "is a directory")):
+        if out.name == "dir.npz":
+            out.mkdir()
+        code, _, err = run_cli(capsys, "ingest", toy_mechanism, toy_run, "-o", out)
+        assert code == 2 and message in err and "Traceback" not in err, err

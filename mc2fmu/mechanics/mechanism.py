@@ -193,11 +193,15 @@ def load_mechanism(path: str | os.PathLike) -> Mechanism:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise MechanismError(f"{path}: line {exc.lineno}, column {exc.colno}: malformed JSON: {exc.msg}") from None
+        except (RecursionError, ValueError) as exc:  # nesting, or an integer of thousands of digits
+            raise MechanismError(f"{path}: not a mechanism file ({type(exc).__name__}: nested or sized beyond reason)") from None
     elif path.suffix.lower() == ".toml":
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise MechanismError(f"{path}: malformed TOML: {_toml_message(exc)}") from None
+        except (RecursionError, ValueError) as exc:
+            raise MechanismError(f"{path}: not a mechanism file ({type(exc).__name__}: nested or sized beyond reason)") from None
     else:
         raise MechanismError(f"{path}: unknown mechanism file type '{path.suffix}'; use .toml or .json")
     return mechanism_from_dict(data, source=str(path))
@@ -225,7 +229,7 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
 
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
-        bad("name", f"{name!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
+        bad("name", f"{_short(name)} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
     gravity = _vector(data.get("gravity", [0.0, 0.0, 0.0]), "gravity", bad)
 
     bodies: list[Body] = []
@@ -241,12 +245,12 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
             continue
         bname = rb.get("name")
         if isinstance(bname, str):
-            item = f"body '{bname}'"
+            item = f"body {_short(bname)}"
         misspelt = _unknown_keys(rb, _BODY_KEYS, item, bad)
         _check_name(bname, seen, "body", item, bad)
         mass = rb.get("mass")
-        if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not math.isfinite(mass):
-            bad(item, f"mass {mass!r} must be a finite number in kg")
+        if not _is_number(mass):
+            bad(item, f"mass {_short(mass)} must be a finite number in kg")
             mass = None
         elif mass <= 0:
             bad(item, f"mass {mass} must be > 0 kg")
@@ -275,15 +279,15 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
             continue
         iname = ri.get("name")
         if isinstance(iname, str):
-            item = f"input '{iname}'"
+            item = f"input {_short(iname)}"
         _unknown_keys(ri, _INPUT_KEYS, item, bad)
         _check_name(iname, seen_inputs, "input", item, bad, reserved={"time": "the time column of a run"})
         kind = ri.get("kind")
         if kind not in INPUT_KINDS:
-            bad(item, f"kind {kind!r} must be one of {', '.join(INPUT_KINDS)}")
+            bad(item, f"kind {_short(kind)} must be one of {', '.join(INPUT_KINDS)}")
         body = ri.get("body")
         if body not in body_names:
-            bad(item, f"body {body!r} is not a body of this mechanism ({', '.join(sorted(str(b) for b in body_names))})")
+            bad(item, f"body {_short(body)} is not a body of this mechanism ({_cut(', '.join(sorted(str(b) for b in body_names)), 200)})")
         direction = _vector(ri.get("direction"), f"{item} direction", bad)
         if direction is not None:
             norm = float(np.linalg.norm(direction))
@@ -327,7 +331,7 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
             continue
         sname = rs.get("name")
         if isinstance(sname, str):
-            item = f"spring '{sname}'"
+            item = f"spring {_short(sname)}"
         _unknown_keys(rs, _SPRING_KEYS, item, bad)
         _check_name(sname, seen, "spring", item, bad)
         ok = isinstance(sname, str)
@@ -335,7 +339,7 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
         for end in ("a", "b"):
             body = rs.get(f"body_{end}")
             if body != GROUND and body not in body_names:
-                bad(item, f"body_{end} {body!r} is not a body of this mechanism nor \"{GROUND}\" ({', '.join(ends)})")
+                bad(item, f"body_{end} {_short(body)} is not a body of this mechanism nor \"{GROUND}\" ({_cut(', '.join(ends), 200)})")
                 ok = False
             if f"point_{end}" not in rs:
                 frame = "global frame" if body == GROUND else f"frame of body_{end}"
@@ -355,7 +359,7 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
                 bad(item, f"{key} is missing ({unit})")
                 ok = False
             elif not _is_number(v) or v < 0 or (positive and v == 0):
-                bad(item, f"{key} {v!r} must be a finite number {'> 0' if positive else '>= 0'} {unit}")
+                bad(item, f"{key} {_short(v)} must be a finite number {'> 0' if positive else '>= 0'} {unit}")
                 ok = False
             else:
                 values[key] = float(v)
@@ -367,7 +371,7 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
 def _check_name(name: Any, seen: set[str], what: str, item: str, bad, reserved: dict[str, str] | None = None) -> None:
     """An identifier, unique among its kind and not reserved; records it in ``seen``."""
     if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
-        bad(item, f"name {name!r} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
+        bad(item, f"name {_short(name)} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
     elif name in seen:
         bad(item, f"the name is used by another {what}; {what} names must be unique")
     elif reserved and name in reserved:
@@ -389,13 +393,29 @@ def _unknown_keys(table: dict, valid: set[str], item: str, bad) -> set[str]:
 
 def _vector(value: Any, item: str, bad) -> np.ndarray | None:
     if not isinstance(value, (list, tuple)) or len(value) != 3 or not all(_is_number(v) for v in value):
-        bad(item, f"{value!r} must be a list of 3 finite numbers")
+        bad(item, f"{_short(value)} must be a list of 3 finite numbers")
         return None
     return np.array(value, dtype=np.float64)
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error line names the value, it does
+    not echo a megabyte of it."""
+    return _cut(repr(value), limit)
+
+
 def _is_number(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    """A finite number a float can hold (an int of 400 digits is not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def _inertia(value: Any, item: str, bad) -> np.ndarray | None:
@@ -414,7 +434,7 @@ def _inertia(value: Any, item: str, bad) -> np.ndarray | None:
             return None
         J = 0.5 * (J + J.T)
     else:
-        bad(item, f"inertia {value!r} must be 3 principal values [Jxx, Jyy, Jzz] or a symmetric 3x3 [[..],[..],[..]]")
+        bad(item, f"inertia {_short(value)} must be 3 principal values [Jxx, Jyy, Jzz] or a symmetric 3x3 [[..],[..],[..]]")
         return None
     eig = np.linalg.eigvalsh(J)
     scale = max(float(eig.max()), 1e-300)
