@@ -171,6 +171,25 @@ def misuse(req: dict) -> dict:
         return fmu
 
     case = req["case"]
+    if case == "input_after_init":  # the same input set before or after initialisation: the same run
+        runs = []
+        for when in ("before", "after"):
+            fmu = new()
+            fmu.setupExperiment(startTime=0.0)
+            fmu.setReal([vr[k] for k in req["start"]], list(req["start"].values()))
+            in_vr = [vr[k] for k in req["inputs"]]
+            if when == "before":
+                fmu.setReal(in_vr, req["u"])
+            fmu.enterInitializationMode()
+            fmu.exitInitializationMode()
+            if when == "after":
+                fmu.setReal(in_vr, req["u"])
+            rows = []
+            for k in range(200):
+                fmu.doStep(currentCommunicationPoint=k * 0.001, communicationStepSize=0.001)
+                rows.append(list(fmu.getReal([vr["q[1]"]])))
+            runs.append(rows)
+        return {"runs": runs, "messages": messages}
     if case == "huge_step":
         fmu = started()
         call("doStep h=1e20", fmu.doStep, currentCommunicationPoint=0.0, communicationStepSize=1e20)

@@ -173,10 +173,12 @@ def _assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path
 
 @pytest.mark.parametrize("name", TRAINED)
 def test_co_simulation_equals_the_python_backend(native, trained, reference_run, tmp_path, name):
-    """The training run's inputs (10 s) on the briefly trained models: the same outputs as
-    the pythonfmu FMU while the model stays finite (at least 1 s of it)."""
+    """The training run's first 4 s on the briefly trained models: the same outputs as the
+    pythonfmu FMU at every step.  (The brief four_bar model diverges at 4.7 s; after such a
+    failed step pythonfmu 0.7 often aborts the host process at exit, a bug of its error path
+    the FMU-robustness issue tracks.  The fully trained model below is compared over 10 s.)"""
     inputs, t, u = _run_inputs(name, reference_run)
-    _assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:10000], tmp_path, min_steps=1000)
+    assert _assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:4000], tmp_path, min_steps=4000) == 4000
 
 
 @pytest.fixture(scope="module")
@@ -689,3 +691,18 @@ def test_serialized_state_cannot_be_forged(native, trained, tmp_path):
     assert text.count("checksum does not match") == 3
     assert "grid index that does not match its time" in text and "a non-finite time" in text
     assert "other interface" in text and "bytes refused" in text
+
+
+def test_an_input_set_after_initialisation_drives_the_first_step(native, trained, tmp_path):
+    """Native backend: the first grid step uses the input set before it is taken, so a host
+    that sets the input only after exitInitializationMode gets the same run as one that set it
+    before (it used to differ by 2.7e-4 in q on a held-out run), and the run differs from one
+    without that input.  (The python backend still takes the input present at initialisation.)"""
+    model_dir = trained("four_bar")[0]
+    fmu = native("four_bar")[0]
+    start = start_values(model_dir)
+    req = {"kind": "misuse", "case": "input_after_init", "fmu": str(fmu), "start": start, "inputs": ["tau"]}
+    with_u = run_json(FMPY_SIM, {**req, "u": [0.8]}, tmp_path)["runs"]
+    without = run_json(FMPY_SIM, {**req, "u": [0.0]}, tmp_path)["runs"]
+    assert np.array_equal(np.array(with_u[0]), np.array(with_u[1]))
+    assert np.abs(np.array(with_u[0]) - np.array(without[0])).max() > 1e-6

@@ -1,8 +1,9 @@
 """Rotations: unit quaternions (scalar first) and rotation matrices, the one implementation.
 
-Used by the pose reader/writer, the natural coordinates, validation and (copied verbatim
-into the FMU as a resource) the python FMU backend, which imports nothing but numpy.  The
-native backend has its own C version (``mc2fmu_native.h``), checked against this one.
+Used by the pose reader/writer, the natural coordinates, validation and the python FMU
+backend, whose slave script gets these functions inserted at export (it imports nothing but
+numpy; keep them free of other imports).  The native backend has its own C version
+(``mc2fmu_native.h``), checked against this one.
 """
 
 from __future__ import annotations

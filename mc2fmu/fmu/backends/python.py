@@ -30,6 +30,14 @@ from ..description import fmu_variables, model_description_fmi2
 GRAPHS = ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx")
 
 
+def _rotations_source() -> str:
+    """mc2fmu's rotation helpers as code for the slave script: the module's functions (its
+    ``from __future__`` line and imports dropped; the slave imports numpy itself)."""
+    lines = Path(rotations.__file__).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("def "))
+    return "\n".join(lines[start:])
+
+
 def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
                   interface: str = "cs") -> dict[str, Any]:
     if fmi_version != 2 or interface != "cs":
@@ -45,12 +53,12 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     project = work / "project"
     project.mkdir()
     (project / "fmu.json").write_text(json.dumps(cfg, indent=1))
-    (project / "mc2fmu_rotations.py").write_bytes(Path(rotations.__file__).read_bytes())
     # the model artifact, as resources/model/ (pythonfmu copies a folder under its name)
     shutil.copytree(model_dir, project / MODEL_PREFIX.removeprefix("resources/").rstrip("/"))
     script = work / f"{module}.py"
     script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
-                             mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/")))
+                             mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/"),
+                             rotations=_rotations_source()))
     built = work / "pythonfmu.fmu"
     cmd = [sys.executable, "-m", "pythonfmu", "build", "-f", str(script), "-d", str(built), "--no-external-tool",
            "--handle-state", "--serialize-state", *map(str, sorted(project.iterdir()))]

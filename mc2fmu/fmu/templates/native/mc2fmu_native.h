@@ -670,9 +670,24 @@ static int mc2fmu_enter_initialization(mc2fmu_core *c, double start_time) {
     return MC2FMU_OK;
 }
 
-static int mc2fmu_exit_initialization(mc2fmu_core *c) {
+/* the grid history at k = 0: q_{-1} by a Taylor step backwards from (q_start, qd_start) with
+   the current input.  Set at initialisation and again right before the first grid step, so
+   the first step uses the input set before it is taken, whether the host set it before or
+   after initialisation (as `mc2fmu simulate`: u_0 for both) */
+static void mc2fmu_prime(mc2fmu_core *c) {
     const double dt = MC2FMU_DT;
     double a[MC2FMU_NQ];
+    int i;
+    mc2fmu_rhs(c, c->s.q_start, c->s.qd_start, a);
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        const double q0 = c->s.q_start[i], qd0 = c->s.qd_start[i];
+        c->s.hist[0][i] = NAN;
+        c->s.hist[1][i] = q0 - dt * qd0 + 0.5 * dt * dt * a[i];
+        c->s.hist[2][i] = q0;
+    }
+}
+
+static int mc2fmu_exit_initialization(mc2fmu_core *c) {
     int i;
     if (c->s.failed) return mc2fmu_fail(c, "initialisation refused: the FMU failed earlier; re-instantiate it");
     if (c->s.phase != MC2FMU_INITIALIZATION)
@@ -689,13 +704,7 @@ static int mc2fmu_exit_initialization(mc2fmu_core *c) {
         mc2fmu_check_envelope(c, c->s.t0);
         return MC2FMU_OK;
     }
-    mc2fmu_rhs(c, c->s.q_start, c->s.qd_start, a);
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        const double q0 = c->s.q_start[i], qd0 = c->s.qd_start[i];
-        c->s.hist[0][i] = NAN;
-        c->s.hist[1][i] = q0 - dt * qd0 + 0.5 * dt * dt * a[i]; /* q_{-1}: Taylor step backwards */
-        c->s.hist[2][i] = q0;
-    }
+    mc2fmu_prime(c);
     c->s.k = 0;
     mc2fmu_outputs(c, c->s.t0);
     return MC2FMU_OK;
@@ -736,6 +745,7 @@ static int mc2fmu_do_step(mc2fmu_core *c, double current_time, double step_size)
     while (c->s.k < k_target) {
         double q_next[MC2FMU_NQ];
         int finite = 1;
+        if (c->s.k == 0) mc2fmu_prime(c);
         mc2fmu_eval_terms(c->s.hist[2], c->s.u, &c->T);
         mc2fmu_step_map(&c->T, c->s.hist[1], c->s.hist[2], MC2FMU_DT, q_next);
         for (i = 0; i < MC2FMU_NQ; i++) finite = finite && isfinite(q_next[i]);
