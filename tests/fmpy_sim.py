@@ -254,3 +254,6 @@ if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
     kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "nan": nan, "misuse": misuse}
     json.dump(kinds[request["kind"]](request), sys.stdout)
+    from mc2fmu.fmu.runner import leave
+
+    leave(0)  # no interpreter finalisation: pythonfmu 0.7 can abort there (see mc2fmu.fmu.runner.leave)

@@ -142,3 +142,6 @@ if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
     result = {"steps": steps, "state": state, "nan": nan, "two": two}[request["kind"]](request)
     json.dump(result, sys.stdout, default=lambda o: float(o) if isinstance(o, np.floating) else str(o))
+    from mc2fmu.fmu.runner import leave
+
+    leave(0)  # no interpreter finalisation: pythonfmu 0.7 can abort there (see mc2fmu.fmu.runner.leave)

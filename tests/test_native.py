@@ -173,12 +173,11 @@ def _assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path
 
 @pytest.mark.parametrize("name", TRAINED)
 def test_co_simulation_equals_the_python_backend(native, trained, reference_run, tmp_path, name):
-    """The training run's first 4 s on the briefly trained models: the same outputs as the
-    pythonfmu FMU at every step.  (The brief four_bar model diverges at 4.7 s; after such a
-    failed step pythonfmu 0.7 often aborts the host process at exit, a bug of its error path
-    the FMU-robustness issue tracks.  The fully trained model below is compared over 10 s.)"""
+    """The training run's inputs (10 s) on the briefly trained models: the same outputs as
+    the pythonfmu FMU while the model stays finite (at least 1 s of it), and the same failure
+    step when it does not (the brief four_bar model diverges at 4.7 s)."""
     inputs, t, u = _run_inputs(name, reference_run)
-    assert _assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:4000], tmp_path, min_steps=4000) == 4000
+    _assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:10000], tmp_path, min_steps=1000)
 
 
 @pytest.fixture(scope="module")
