@@ -505,3 +505,31 @@ def test_reduced_mass_conditioning_flags_a_coordinate_without_inertia():
     data = SimpleNamespace(x=np.random.default_rng(0).normal(size=(50, 2)))
     assert reduced_mass_conditioning(model(np.diag([2.0, 0.5])), data) == pytest.approx(0.25, rel=1e-12)
     assert reduced_mass_conditioning(model(np.diag([2.0, 0.0])), data) == 0.0
+
+
+def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
+    """A checkpoint whose step is beyond the run (it used to skip training silently) or whose
+    best weights are NaN at the end (it used to write a NaN model with exit 0) is an error."""
+    import torch
+
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer
+
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(**TINY)
+    path = tmp_path / "m.checkpoint.pt"
+    with pytest.raises(RuntimeError):
+        train(ds, cfg, _interrupt_at(5, RuntimeError), Checkpointer(path, 1e-9))
+    state = torch.load(path, weights_only=True)
+    n_steps = cfg.adam_epochs + len(range(0, cfg.lbfgs_iters, 20))
+
+    torch.save({**state, "step": 10**12}, path)
+    with pytest.raises(TrainingError, match="step 1000000000000"):
+        train(ds, cfg, None, Checkpointer(path, resume=True))
+    nan_best = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v for k, v in state["best_state"].items()}
+    torch.save({**state, "step": n_steps, "best_state": nan_best}, path)
+    with pytest.raises(TrainingError, match="non-finite weights"):
+        train(ds, cfg, None, Checkpointer(path, resume=True))

@@ -436,6 +436,9 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     if checkpoint and checkpoint.resume:
         s = read_checkpoint(checkpoint, config_key, data_hash)
         first = s["step"]
+        if not isinstance(first, int) or not 0 <= first <= len(steps) or not math.isfinite(s["best_val"]) and first:
+            raise TrainingError(f"{checkpoint.path}: the checkpoint's step {first!r} (of {len(steps)}) or its best "
+                                "validation loss is not one a training leaves; delete it and run without --resume")
         model.load_state_dict(s["model"])
         opt.load_state_dict(s["adam"])
         sched.load_state_dict(s["sched"])
@@ -488,6 +491,9 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
         raise TrainingInterrupted(checkpoint.path if checkpoint else None) from None
 
     model.load_state_dict(best["state"])
+    if not all(torch.isfinite(v).all() for v in model.state_dict().values()):
+        raise TrainingError("training ended with non-finite weights (a corrupt checkpoint, or a diverged run); "
+                            "nothing was written: delete the checkpoint and train again, or try another --seed")
     with torch.no_grad():
         _, parts = loss_fn(T)
     seconds = time.perf_counter() - t0
