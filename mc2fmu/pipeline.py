@@ -92,22 +92,11 @@ def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | o
     """Train on ``runs``, export ``out_fmu``, validate it on ``runs`` + ``validate_runs`` (with
     fmpy's co-simulation: an FMU exported for model exchange alone is exported, not validated)."""
     from .data.dataset import is_dataset
-    from .fmu.export import BACKENDS, FMI_VERSIONS, INTERFACES, export_fmu
+    from .fmu.export import export_fmu, export_problems
     from .validation.validate import validate_fmu
 
     out_fmu = Path(out_fmu)
-    if out_fmu.suffix != ".fmu":
-        raise ExportError(f"{out_fmu}: an FMU file name must end in .fmu")
-    problems = []
-    if backend not in BACKENDS:
-        problems.append(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
-    if fmi_version not in FMI_VERSIONS:
-        problems.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
-    if interface not in INTERFACES:
-        problems.append(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
-    elif backend == "python" and (fmi_version, interface) != (2, "cs"):
-        problems.append(f"--fmi {fmi_version} --interface {interface}: the python backend writes FMI 2.0 co-simulation "
-                        "only; use --backend native")
+    problems = export_problems(out_fmu, backend, fmi_version, interface)  # before anything is trained
     if problems:
         raise ExportError(problems)
     cfg.validate()

@@ -27,15 +27,34 @@ from .description import fmu_variables
 
 log = logging.getLogger(__name__)
 
-#: backend name -> (description, "module:function"); the function takes
-#: (artifact, model_dir, work_dir, out_path, fmi_version=, interface=) and returns a summary
+#: backend name -> (description, "module:function", the (FMI version, interface) pairs it writes,
+#: None: all); the function takes (artifact, model_dir, work_dir, out_path, fmi_version=,
+#: interface=) and returns a summary
 BACKENDS = {
-    "python": ("pythonfmu + onnxruntime, FMI 2 co-simulation", "mc2fmu.fmu.backends.python:export_python"),
+    "python": ("pythonfmu + onnxruntime, FMI 2 co-simulation", "mc2fmu.fmu.backends.python:export_python",
+               {(2, "cs")}),
     "native": ("generated C compiled with $CC, FMI 2/3, co-simulation and/or model exchange",
-               "mc2fmu.fmu.backends.native:export_native"),
+               "mc2fmu.fmu.backends.native:export_native", None),
 }
 FMI_VERSIONS = (2, 3)
 INTERFACES = {"cs": "co-simulation", "me": "model exchange", "both": "co-simulation and model exchange"}
+
+
+def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, interface: str) -> list[str]:
+    """What is wrong with these export options (empty: nothing), checked before any work."""
+    problems = []
+    if fmi_version not in FMI_VERSIONS:
+        problems.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
+    if interface not in INTERFACES:
+        problems.append(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
+    if Path(out).suffix != ".fmu":
+        problems.append(f"{out}: an FMU file name must end in .fmu")
+    if backend not in BACKENDS:
+        problems.append(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
+    elif not problems and BACKENDS[backend][2] is not None and (fmi_version, interface) not in BACKENDS[backend][2]:
+        problems.append(f"--fmi {fmi_version} --interface {interface}: the {backend} backend writes FMI 2.0 "
+                        "co-simulation only; use --backend native for FMI 3.0 or model exchange")
+    return problems
 
 
 def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: str = "python", fmi_version: int = 2,
@@ -44,18 +63,10 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
 
     ``interface``: ``cs`` (co-simulation), ``me`` (model exchange) or ``both``.
     """
-    problems = []
-    if fmi_version not in FMI_VERSIONS:
-        problems.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
-    if interface not in INTERFACES:
-        problems.append(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
-    out = Path(out)
-    if out.suffix != ".fmu":
-        problems.append(f"{out}: an FMU file name must end in .fmu")
-    if backend not in BACKENDS:
-        problems.append(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
+    problems = export_problems(out, backend, fmi_version, interface)
     if problems:
         raise ExportError(problems)
+    out = Path(out)
     model_dir = Path(model_dir)
     artifact = load_artifact(model_dir)
     module, _, func = BACKENDS[backend][1].partition(":")

@@ -95,10 +95,6 @@ def reducer_entry(name: str) -> ReducerEntry:
     return REDUCERS[name]
 
 
-def get_reducer(name: str) -> Reducer:
-    return reducer_entry(name).load()
-
-
 # ------------------------------------------------------------------ config <-> command line
 
 

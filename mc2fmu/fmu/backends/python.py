@@ -40,9 +40,8 @@ def _rotations_source() -> str:
 
 def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
                   interface: str = "cs") -> dict[str, Any]:
-    if fmi_version != 2 or interface != "cs":
-        raise ExportError(f"--fmi {fmi_version} --interface {interface}: the python backend (pythonfmu) writes FMI 2.0 "
-                          "co-simulation only; use --backend native for FMI 3.0 or model exchange")
+    """The ``python`` entry of :data:`mc2fmu.fmu.export.BACKENDS` (FMI 2 co-simulation only:
+    the registry entry says so, and :func:`~mc2fmu.fmu.export.export_problems` checks it)."""
     missing = [g for g in GRAPHS if g not in artifact.model.resources]
     if missing:
         raise ExportError(f"{model_dir}: the model has no ONNX graphs ({', '.join(missing)} missing; the "

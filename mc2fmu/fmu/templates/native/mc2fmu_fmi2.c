@@ -35,21 +35,6 @@ static void mc2fmu_fmi2_log(mc2fmu_core *c, int status, const char *category, co
 
 static fmi2Status mc2fmu_fmi2_status(int s) { return (fmi2Status)s; }
 
-/* FMI 2 fmi2SetupExperiment: only before initialisation, with a finite start time */
-static int mc2fmu_setup(mc2fmu_core *c, double start_time) {
-    char msg[MC2FMU_MESSAGE], b[40];
-    if (c->s.phase != MC2FMU_INSTANTIATED)
-        return mc2fmu_fail(c, "setupExperiment refused: it belongs before enterInitializationMode");
-    if (!isfinite(start_time)) {
-        snprintf(msg, sizeof msg, "start time %s refused: it must be finite", mc2fmu_repr(start_time, b, sizeof b));
-        return mc2fmu_fail(c, msg);
-    }
-    c->s.t0 = start_time;
-    c->s.time = start_time;
-    return MC2FMU_OK;
-}
-
-
 #define MC2FMU_INST(c) ((mc2fmu_fmi2 *)(c))
 #define MC2FMU_CHECK(c)              \
     do {                             \
@@ -117,7 +102,8 @@ fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean toleranceDefined, fm
     (void)stopTimeDefined;
     (void)stopTime;
     MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_setup(&MC2FMU_INST(c)->core, startTime));
+    return mc2fmu_fmi2_status(mc2fmu_set_start(&MC2FMU_INST(c)->core, startTime,
+                                               "setupExperiment refused: it belongs before enterInitializationMode"));
 }
 
 fmi2Status fmi2EnterInitializationMode(fmi2Component c) {

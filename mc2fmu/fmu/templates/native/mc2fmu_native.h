@@ -655,16 +655,24 @@ static void mc2fmu_rhs(mc2fmu_core *c, const double *q, const double *qd, double
     mc2fmu_acceleration(&c->T, qd, qdd);
 }
 
-static int mc2fmu_enter_initialization(mc2fmu_core *c, double start_time) {
+/* the start time, set by FMI 2 setupExperiment or FMI 3 enterInitializationMode: only on a
+   fresh (or reset) instance, and finite; ``refusal`` is the caller's message for a wrong phase */
+static int mc2fmu_set_start(mc2fmu_core *c, double start_time, const char *refusal) {
     char msg[MC2FMU_MESSAGE], b[40];
-    if (c->s.phase != MC2FMU_INSTANTIATED)
-        return mc2fmu_fail(c, "enterInitializationMode refused: the FMU is not freshly instantiated (reset it first)");
+    if (c->s.phase != MC2FMU_INSTANTIATED) return mc2fmu_fail(c, refusal);
     if (!isfinite(start_time)) {
         snprintf(msg, sizeof msg, "start time %s refused: it must be finite", mc2fmu_repr(start_time, b, sizeof b));
         return mc2fmu_fail(c, msg);
     }
     c->s.t0 = start_time;
     c->s.time = start_time;
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_enter_initialization(mc2fmu_core *c, double start_time) {
+    if (mc2fmu_set_start(c, start_time,
+                         "enterInitializationMode refused: the FMU is not freshly instantiated (reset it first)"))
+        return MC2FMU_ERROR;
     c->s.phase = MC2FMU_INITIALIZATION;
     c->pose_valid = 0;
     return MC2FMU_OK;
