@@ -39,8 +39,11 @@ KNOWN = {
     "two_bar": ("short_bar.y", "long_bar.y"),
     "macpherson": ("spindle.z",),
     "five_bar": ("left_arm.R11", "right_arm.R11"),  # cos of the proximal angles: monotonic on (-pi, 0)
+    "spatial_four_bar": ("crank.R11",),  # monotonic in the crank angle over train and high
+    "three_rrr": ("platform.x", "platform.y", "platform.R21"),  # R21 = sin of the platform angle
 }
-DOF = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1, "five_bar": 2}
+DOF = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1, "five_bar": 2, "spatial_four_bar": 1,
+       "three_rrr": 3}
 
 
 def ensure_runs(name: str) -> Path:

@@ -409,5 +409,175 @@ def macpherson() -> Model:
     )
 
 
+# ---------------------------------------------------------------------------- spatial four-bar
+
+
+def _circle_point(centre, axis, radius: float, angle: float) -> tuple[np.ndarray, np.ndarray]:
+    """The point at ``angle`` on a circle about ``axis`` (unit) through ``centre``, and the
+    rotation whose z is ``axis`` and whose x points from the centre to that point."""
+    base = frame(z=axis)
+    x = math.cos(angle) * base[:, 0] + math.sin(angle) * base[:, 1]
+    return centre + radius * x, np.column_stack([x, np.cross(axis, x), axis])
+
+
+def spatial_four_bar() -> Model:
+    """A spatial RSUR four-bar hanging under gravity (-z), 1 DOF, torque on the crank.
+
+    Crank (0.16 m) on a revolute at A0 = (0, 0, 0) about the oblique axis (0.25, 1, 0.3);
+    rocker (0.32 m) on a revolute at B0 = (0.42, 0.12, 0.06) about (-0.3, 1, -0.2); coupler
+    from the crank pin A (spherical joint) to the rocker pin B (universal joint, whose pins
+    are across the coupler: it locks the coupler's spin about its own axis).  The two pivot
+    axes are skew, so the loop is truly spatial.  The coupler length (0.35 m) is the
+    distance between the crank pin 0.26 rad behind hanging straight down and the rocker pin
+    0.17 rad ahead of it.  Masses
+    0.9, 1.2 (coupler COM off its axis) and 1.0 kg, box inertias.  Body frames: crank and
+    rocker at their pivots (z along the pivot axis, x along the link), coupler at A (x along
+    A->B, y across it in the plane of the rocker axis).  The run starts at rest in the hanging
+    equilibrium (tau = 0): the minimum of the potential over the crank angle, the rocker
+    angle from the loop closure.  Input ``tau``: torque on the crank about its pivot axis.
+    Excitations: ``train`` three tones (0.17, 0.29, 0.43 Hz, below the pendulum mode);
+    ``low`` 0.5x; ``shape`` four tones of smaller reach; ``high`` 1.7x.
+    """
+    A0, a1 = np.zeros(3), np.array([0.25, 1.0, 0.3]) / np.linalg.norm([0.25, 1.0, 0.3])
+    B0, a2 = np.array([0.42, 0.12, 0.06]), np.array([-0.3, 1.0, -0.2]) / np.linalg.norm([-0.3, 1.0, -0.2])
+    r1, r2 = 0.16, 0.32
+    # the pivots' in-plane angle 0 is frame(z=axis)'s x; gravity -z: "hanging" = x rotated down
+    down = lambda axis: math.atan2(*(frame(z=axis).T @ np.array([0.0, 0.0, -1.0]))[1::-1])  # noqa: E731
+    th_ref, ph_ref = down(a1) - 0.26, down(a2) + 0.17
+    L = float(np.linalg.norm(_circle_point(A0, a1, r1, th_ref)[0] - _circle_point(B0, a2, r2, ph_ref)[0]))
+    crank = dict(mass=0.9, com=(0.07, 0.0, 0.0), inertia=box_inertia(0.9, (0.16, 0.03, 0.02)))
+    coupler = dict(mass=1.2, com=(0.5 * L, 0.02, 0.0), inertia=box_inertia(1.2, (L, 0.04, 0.02)))
+    rocker = dict(mass=1.0, com=(0.15, 0.0, 0.0), inertia=box_inertia(1.0, (0.32, 0.03, 0.02)))
+
+    def rocker_angle(theta: float, guess: float) -> float:
+        A = _circle_point(A0, a1, r1, theta)[0]
+        gap = lambda phi: float(np.linalg.norm(A - _circle_point(B0, a2, r2, phi)[0]) - L)  # noqa: E731
+        return brentq(gap, guess - 1.2, guess, xtol=1e-15) if gap(guess - 1.2) * gap(guess) < 0 else \
+            brentq(gap, guess, guess + 1.2, xtol=1e-15)
+
+    def pose(theta: float):
+        phi = rocker_angle(theta, ph_ref)
+        A, R1 = _circle_point(A0, a1, r1, theta)
+        B, R3 = _circle_point(B0, a2, r2, phi)
+        return A, B, R1, frame(x=B - A, y=a2), R3
+
+    def potential(theta: float) -> float:
+        A, B, R1, R2, R3 = pose(theta)
+        z = crank["mass"] * (A0 + R1 @ crank["com"])[2] + coupler["mass"] * (A + R2 @ coupler["com"])[2] + \
+            rocker["mass"] * (B0 + R3 @ rocker["com"])[2]
+        return G * z
+
+    dV = lambda th, h=1e-5: (potential(th + h) - potential(th - h)) / (2 * h)  # noqa: E731
+    theta0 = brentq(dV, th_ref - 0.5, th_ref + 0.5, xtol=1e-14)
+    A, B, R1, R2, R3 = pose(theta0)
+    bodies = (
+        Body("crank", position=A0, rotation=R1, **crank),
+        Body("coupler", position=A, rotation=R2, **coupler),
+        Body("rocker", position=B0, rotation=R3, **rocker),
+    )
+    joints = (
+        Joint("pivot_A0", "revolute", ("ground", "crank"), A0, frame(z=a1)),
+        Joint("ball_A", "spherical", ("crank", "coupler"), A),
+        Joint("cross_B", "universal", ("coupler", "rocker"), B, frame(x=B - A, y=a2)),
+        Joint("pivot_B0", "revolute", ("ground", "rocker"), B0, frame(z=a2)),
+    )
+
+    def coordinates(origin, rotation):
+        def angle(k, axis):  # the link's angle about its pivot axis
+            base = frame(z=axis)
+            x = rotation[:, k, :, 0]
+            return np.unwrap(np.arctan2(x @ base[:, 1], x @ base[:, 0]))
+        return {"crank_angle": angle(0, a1), "rocker_angle": angle(2, a2)}
+
+    return Model(
+        name="spatial_four_bar",
+        summary="spatial RSUR four-bar on skew pivot axes hanging under gravity, torque on the crank",
+        gravity=(0.0, 0.0, -G),
+        bodies=bodies,
+        joints=joints,
+        inputs=(Input("tau", "torque", "crank", tuple(a1)),),
+        static_inputs=(0.0,),
+        train=(Waveform(((0.5, 0.17), (-0.3, 0.29), (-0.2, 0.43))),),
+        shape=(Waveform(((0.2, 0.13), (0.17, 0.23), (-0.2, 0.37), (-0.17, 0.52))),),
+        coordinates=coordinates,
+    )
+
+
+# ---------------------------------------------------------------------------- 3-RRR
+
+
+def three_rrr() -> Model:
+    """A planar 3-RRR parallel manipulator in a horizontal plane (gravity -z), 3 DOF, a torque on each base link.
+
+    Geometry (plane z = 0): base pivots B1, B2, B3 on a circle of radius 0.6 m at 90, 210 and
+    330 deg; a triangular platform (corners C1, C2, C3 at 0.15 m from its centre, the centre
+    at the origin in the reference configuration); each leg a proximal link B-E (0.35 m) and a
+    distal link E-C (0.35 m), elbows turned the same way (to the left of B->C).  Masses:
+    proximal 0.8 kg (COM 0.15 m out), distal 0.6 kg (COM off its axis), platform 1.5 kg (COM
+    off centre).  Joints: revolutes at B1-3 and E1-3 and at C1; pins constraining only the
+    in-plane position at C2 and C3 (they close the two loops without redundant constraints).
+    Springs ``hold_1..3``: spring-dampers (90 N/m, 1.5 N s/m) from a ground anchor 0.25 m
+    along the platform's tangent at each corner to that corner, at rest length in the
+    reference configuration: they centre the platform, which the horizontal plane otherwise
+    leaves a free mass (any small model error would drift).  Inputs ``tau1..3``: torques about
+    global z on the proximal links.  The run starts at rest in the reference configuration.
+    Excitations: ``train`` three tones per torque (0.15-0.55 Hz, below the first mode);
+    ``low`` 0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
+    """
+    l1, l2, r_base, r_plat = 0.35, 0.35, 0.6, 0.15
+    proximal = dict(mass=0.8, com=(0.15, 0.0, 0.0), inertia=box_inertia(0.8, (l1, 0.03, 0.02)))
+    distal = dict(mass=0.6, com=(0.17, 0.012, 0.0), inertia=box_inertia(0.6, (l2, 0.03, 0.02)))
+    platform = dict(mass=1.5, com=(0.012, -0.008, 0.0), inertia=box_inertia(1.5, (0.26, 0.26, 0.02)))
+    bodies, joints, springs = [], [], []
+    distal_bodies = []
+    for i in range(3):
+        ang = math.radians(90.0 + 120.0 * i)
+        radial = np.array([math.cos(ang), math.sin(ang)])
+        B, C = r_base * radial, r_plat * radial
+        E = _circle_intersection(B, l1, C, l2, below=False)
+        side = np.cross(np.append(C - B, 0.0), np.append(E - B, 0.0))[2]
+        if side < 0:  # the other intersection: the elbow to the left of B->C
+            E = 2.0 * (B + (C - B) * ((E - B) @ (C - B)) / ((C - B) @ (C - B))) - E
+        k = i + 1
+        bodies.append(Body(f"proximal_{k}", position=_in_plane(B), rotation=rot_z(_direction(B, E)), **proximal))
+        distal_bodies.append(Body(f"distal_{k}", position=_in_plane(E), rotation=rot_z(_direction(E, C)), **distal))
+        joints += [Joint(f"base_{k}", "revolute", ("ground", f"proximal_{k}"), _in_plane(B)),
+                   Joint(f"elbow_{k}", "revolute", (f"proximal_{k}", f"distal_{k}"), _in_plane(E)),
+                   Joint(f"corner_{k}", "revolute" if k == 1 else "planar_pin", (f"distal_{k}", "platform"),
+                         _in_plane(C))]
+        tangent = np.array([-radial[1], radial[0]])
+        springs.append(Spring(f"hold_{k}", "ground", tuple(_in_plane(C + 0.25 * tangent)), "platform",
+                              tuple(_in_plane(C)), 90.0, 1.5, 0.25))
+    bodies += distal_bodies + [Body("platform", position=np.zeros(3), rotation=np.eye(3), **platform)]
+
+    def coordinates(origin, rotation):
+        p = origin[:, 6]
+        return {"platform_x": p[:, 0], "platform_y": p[:, 1],
+                "platform_angle": np.unwrap(np.arctan2(rotation[:, 6, 1, 0], rotation[:, 6, 0, 0]))}
+
+    return Model(
+        name="three_rrr",
+        summary="planar 3-RRR parallel manipulator in a horizontal plane, a torque on each base link (3 DOF)",
+        gravity=(0.0, 0.0, -G),
+        bodies=tuple(bodies),
+        joints=tuple(joints),
+        inputs=tuple(Input(f"tau{k}", "torque", f"proximal_{k}", (0.0, 0.0, 1.0)) for k in (1, 2, 3)),
+        static_inputs=(0.0, 0.0, 0.0),
+        train=(
+            Waveform(((1.2, 0.17), (-0.7, 0.31), (-0.5, 0.53))),
+            Waveform(((-1.0, 0.13), (0.6, 0.37), (0.4, 0.47))),
+            Waveform(((0.9, 0.21), (-0.6, 0.29), (-0.3, 0.55))),
+        ),
+        shape=(
+            Waveform(((0.45, 0.15), (0.4, 0.27), (-0.45, 0.41), (-0.4, 0.58))),
+            Waveform(((-0.4, 0.11), (0.4, 0.23), (0.35, 0.43), (-0.35, 0.61))),
+            Waveform(((0.4, 0.19), (-0.35, 0.33), (0.3, 0.45), (-0.35, 0.57))),
+        ),
+        coordinates=coordinates,
+        springs=tuple(springs),
+    )
+
+
 BUILDERS = {"four_bar": four_bar, "slider_crank": slider_crank, "two_bar": two_bar, "macpherson": macpherson,
-            "five_bar": five_bar}
+            "five_bar": five_bar, "spatial_four_bar": spatial_four_bar,
+            "three_rrr": three_rrr}

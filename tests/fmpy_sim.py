@@ -253,7 +253,9 @@ def misuse(req: dict) -> dict:
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
     kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "nan": nan, "misuse": misuse}
-    json.dump(kinds[request["kind"]](request), sys.stdout)
+    result = kinds[request["kind"]](request)
+    # on a line of its own, last: what the FMU logged to stdout on the way comes before it
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
     from mc2fmu.fmu.runner import leave
 
     leave(0)  # no interpreter finalisation: pythonfmu 0.7 can abort there (see mc2fmu.fmu.runner.leave)

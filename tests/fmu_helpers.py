@@ -10,12 +10,13 @@ from pathlib import Path
 
 
 def run_json(script: Path, request: dict, tmp_path: Path, timeout: float = 900) -> dict:
-    """Run ``python script REQUEST.json`` in a fresh process; return the JSON it prints."""
+    """Run ``python script REQUEST.json`` in a fresh process; return the JSON it prints on its
+    last line (an FMU may log to the same stdout before it)."""
     req = tmp_path / f"request-{request['kind']}-{abs(hash(json.dumps(request, sort_keys=True)[:2000]))}.json"
     req.write_text(json.dumps(request))
     proc = subprocess.run([sys.executable, str(script), str(req)], capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def start_values(model_dir) -> dict[str, float]:

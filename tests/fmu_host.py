@@ -141,7 +141,9 @@ def two(req: dict) -> dict:
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
     result = {"steps": steps, "state": state, "nan": nan, "two": two}[request["kind"]](request)
-    json.dump(result, sys.stdout, default=lambda o: float(o) if isinstance(o, np.floating) else str(o))
+    # on a line of its own, last: what the FMU logged to stdout on the way comes before it
+    sys.stdout.write("\n" + json.dumps(result, default=lambda o: float(o) if isinstance(o, np.floating) else str(o))
+                     + "\n")
     from mc2fmu.fmu.runner import leave
 
     leave(0)  # no interpreter finalisation: pythonfmu 0.7 can abort there (see mc2fmu.fmu.runner.leave)

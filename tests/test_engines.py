@@ -63,7 +63,10 @@ def test_virtual_power_of_every_load(short_run):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_ingested_run_energy_and_rigidity(name, reference_run, tmp_path):
-    """An ingested 10 s export: FD kinetic energy within 1e-4 of the engine's, rigidity < 1e-12 m."""
+    """An ingested 10 s export: FD kinetic energy within 1e-4 of the engine's, or where the motion
+    is fast (the 3-RRR) as far off as the central difference's leading error term says
+    (``xd^T M x3 dt^2 / 6``, x3 the third derivative from the engine's exact velocities), and
+    off by that term and nothing else; rigidity < 1e-12 m."""
     run = reference_run(name, "train")
     path = Path(run["path"])
     mech_path = path.parent.parent / "mechanism.toml"
@@ -72,7 +75,14 @@ def test_ingested_run_energy_and_rigidity(name, reference_run, tmp_path):
     assert out.exists()
     ke_fd = kinetic_energy(ds.M, ds.xd)
     ke = run["kinetic_energy"]
-    assert np.max(np.abs(ke_fd - ke)) / ke.max() < 1e-4, name
+    xd = nc_velocity(ds.layout, run["rotation"], run["velocity_com"], run["omega"])
+    dt = float(ds.dt[0])
+    x3 = np.zeros_like(xd)
+    x3[1:-1] = (xd[2:] - 2.0 * xd[1:-1] + xd[:-2]) / dt**2
+    leading = np.einsum("ni,ij,nj->n", xd, ds.M, x3) * dt**2 / 6.0  # KE_fd - KE to leading order
+    err = np.abs(ke_fd - ke)[1:-1]
+    assert np.max(err) / ke.max() < max(1e-4, 2.0 * np.max(np.abs(leading)) / ke.max()), name
+    assert np.max(np.abs(ke_fd - ke - leading)[1:-1]) < 0.2 * np.max(err) + 1e-12 * ke.max(), name
     assert ds.rigidity.max() < 1e-12
     assert rigidity_residual(ds.layout, ds.x).max() < 1e-12
     # the stored generalized force is the engine's load history mapped exactly

@@ -18,7 +18,7 @@ from mc2fmu.mechanics.natural import (
     rigidity_residual,
 )
 
-from .conftest import analytic_motion
+from .conftest import analytic_motion, rotation_about
 from .oracles import power_errors, spring_states
 
 REL = 1e-9
@@ -197,3 +197,64 @@ def test_names_must_be_whole_identifiers(name):
     with pytest.raises(MechanismError) as exc:
         mechanism_from_dict(data, source="m.toml")
     assert "m.toml" in str(exc.value) and "[A-Za-z_]" in str(exc.value)
+
+
+def test_block_mass_product_is_the_dense_product_and_the_rigid_kinetic_energy(toy_mechanism):
+    """The dynamics' O(n) product with M's 4x4 blocks against the dense product, and the
+    kinetic energy it gives against the rigid-body formula."""
+    import torch
+
+    from mc2fmu.reduced.manifold import mass_blocks, mass_times
+
+    mech = load_mechanism(toy_mechanism)
+    layout = build_layout(mech)
+    M = mass_matrix(mech, layout)
+    A = mass_blocks(M)
+    assert A is not None and A.shape == (len(layout.bodies), 4, 4)
+    J = np.random.default_rng(0).standard_normal((7, layout.size, 2))
+    dense = np.einsum("nk,bkm->bnm", M, J)
+    assert np.max(np.abs(mass_times(A, J) - dense)) < 1e-13 * np.abs(dense).max()
+    assert np.max(np.abs(mass_times(torch.as_tensor(A), torch.as_tensor(J)).numpy() - dense)) < 1e-13 * np.abs(dense).max()
+    m = analytic_motion()
+    xd = nc_velocity(layout, m["rotation"], m["v_com"], m["omega"])
+    ke = 0.5 * np.einsum("bn,bn->b", xd, mass_times(A, xd[:, :, None])[:, :, 0])
+    assert np.allclose(ke, _rigid_ke(mech, m["rotation"], m["v_com"], m["omega"]), rtol=REL, atol=0)
+    # anything else is used densely: a coupling between two bodies, or a size that is not 12 per body
+    M2 = M.copy()
+    M2[0, 12] = M2[12, 0] = 1e-9
+    assert mass_blocks(M2) is None and mass_blocks(np.eye(18)) is None
+
+
+def test_rigidity_term_is_zero_for_rigid_bodies_and_measures_a_stretch(toy_mechanism):
+    """The training's rigidity term on a decoder that is an exact rigid motion (closed form)
+    is zero; stretching one point by 1 mm gives the distance errors it must."""
+    import types
+
+    import torch
+
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import LossFunction
+
+    layout = build_layout(load_mechanism(toy_mechanism))
+    axis = np.array([1.0, 2.0, 0.5]) / np.linalg.norm([1.0, 2.0, 0.5])
+    stretch = [0.0]
+
+    def decode(q):  # q (B, 1): body 0 turns about z, body 1 about an oblique axis, by q
+        th = q[:, 0].numpy()
+        R = np.stack([rotation_about(np.array([0.0, 0.0, 1.0]), th), rotation_about(axis, 0.7 * th)], axis=1)
+        origin = np.stack([np.stack([0.1 * np.sin(th), 0.2 * np.cos(th), 0 * th], 1),
+                           np.stack([1 + 0.3 * th, 0 * th, 0.1 * np.cos(th)], 1)], axis=1)
+        x = nc_from_poses(layout, origin, R)
+        x[:, 15] += stretch[0]  # body 1, point r1, x coordinate
+        return torch.as_tensor(x)
+
+    cfg = TrainConfig(dof=1, rigidity_weight=1.0)
+    scales = {k: np.ones(layout.size) for k in "xva"}
+    loss = LossFunction(types.SimpleNamespace(decoder=decode), cfg, [False], scales, layout)
+    q = torch.linspace(-1.0, 2.0, 50, dtype=torch.float64)[:, None]
+    assert loss.rigidity(q).item() < 1e-28
+    stretch[0] = 1e-3
+    value = loss.rigidity(q).item()
+    # three of body 1's six distances involve r1 and change by about 1 mm times a direction
+    # cosine; body 0's are exact: the mean over 12 distances is of order (1e-3)^2 / 4
+    assert 1e-8 < value < 3e-7

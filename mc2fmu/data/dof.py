@@ -7,11 +7,12 @@ to third order, while a quadratic in fewer coordinates misses a whole direction 
 
 For anchors spread over the moving samples of all runs: the samples within a radius of the
 anchor (the radius grows until they belong to at least :data:`MIN_VISITS` separate passes, so
-that the neighbourhood is covered in several directions; at most :data:`MAX_RADIUS` of the
-data's spread), their principal directions, and for ``k = 1, 2, ...`` the residual of a
-least-squares fit of the samples by a quadratic in their first ``k`` principal coordinates,
-relative to their spread.  Measured on the bundled mechanisms at the true ``m``: 1e-10 to
-2e-8 (1 DOF), 2e-6 to 7e-3 (2 DOF, larger on the five-bar, whose passes lie further apart);
+that the neighbourhood is covered in several directions, and number three per coefficient of
+the largest quadratic; at most :data:`MAX_RADIUS` of the data's spread), their principal
+directions, and for ``k = 1, 2, ...`` the residual of a least-squares fit of the samples by
+a quadratic in their first ``k`` principal coordinates, relative to their spread.  Measured
+on the bundled mechanisms at the true ``m``: 1e-10 to 2e-8 (1 DOF; 8e-7 on the 81-body A02 at
+a 5 ms output), 2e-6 to 7e-3 (2 DOF, larger on the five-bar, whose passes lie further apart);
 at ``m - 1``: about 0.6.  The median residual over the anchors is the evidence; the estimate
 is the smallest ``k`` whose residual is below :data:`FITS`.  It is refused when that residual
 is between :data:`CLEAR` and :data:`FITS` (a direction that moves 1-3 % as much as the main
@@ -110,11 +111,14 @@ def estimate_dof(x: np.ndarray, xd: np.ndarray, run_offsets) -> DofEstimate:
         return DofEstimate(None, np.zeros(0), 0, 0, "the runs hardly move; excite the mechanism, or give --dof N")
     anchors = moving[np.unique(np.linspace(0, len(moving) - 1, min(ANCHORS, len(moving))).round().astype(int))]
     k_max = min(MAX_DOF, x.shape[1] - 1)
+    min_samples = 3 * (k_max + 1) * (k_max + 2) // 2  # three per coefficient of the largest quadratic
     fits = []
     for a in anchors:
         d = np.linalg.norm(x - x[a], axis=1)
         r = np.quantile(d, 0.002)
-        while r <= MAX_RADIUS * spread and len(_visits(d < r, offsets)) < MIN_VISITS:
+        # coarsely sampled fast passes (5 ms over a 1 m/s swing) leave few samples per pass
+        while r <= MAX_RADIUS * spread and (len(_visits(d < r, offsets)) < MIN_VISITS or
+                                            np.count_nonzero(d < r) < min_samples):
             r *= 1.5
         if r > MAX_RADIUS * spread:
             continue

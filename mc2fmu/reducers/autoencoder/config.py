@@ -77,6 +77,10 @@ class TrainConfig:
     rollout_steps: int = field(default=0, metadata=_opt(
         "--rollout", "add K steps of the model's own step map to the loss (default 0: off)", metavar="K"))
     rollout_weight: float = field(default=1.0, metadata=_opt("--rollout-weight", "weight of the rollout term (default 1)"))
+    rigidity_weight: float = field(default=1.0, metadata=_opt(
+        "--rigidity-weight", "weight of L_rig, the decoded bodies' point distances against the rigid ones at latent "
+        "points spread over the whole range of the coordinates, off the training path too (default 1; 0: off)"))
+    rigidity_points: int = 1000
     validation_fraction: float = 0.05
     scale_floor: float = 1e-3  # relative floor on per-coordinate scales (channels that barely move)
     loss_scale: str = "channel"  # "channel": per coordinate (default; measured better); "global": one scale per term
@@ -98,7 +102,7 @@ class TrainConfig:
                 problems.append(f"{flag} {value!r}: choose one of {', '.join(valid)}")
         if self.rollout_steps < 0:
             problems.append(f"--rollout {self.rollout_steps}: the number of rollout steps must be >= 0 (0: off)")
-        for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight"):
+        for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight"):
             w = getattr(self, name)
             if not (math.isfinite(w) and w >= 0):
                 problems.append(f"--{name.replace('_', '-')} {w}: a loss weight must be a finite number >= 0")

@@ -29,6 +29,7 @@ from ...reduced.manifold import (
     applied_force,
     decoder_features,
     manifold_terms,
+    mass_blocks,
 )
 from ...reduced.step_maps import StepMap, get_step_map
 from .network import MLP
@@ -127,6 +128,8 @@ class TorchManifoldModel(nn.Module):
         self.decoder = decoder
         self.encoder = encoder
         self.register_buffer("M", _t(M))
+        blocks = mass_blocks(M)  # the dynamics use M's 4x4 blocks: linear in the number of bodies
+        self.register_buffer("mass", self.M if blocks is None else _t(blocks), persistent=False)
         self.register_buffer("f_g", _t(forces.f_g))
         self.register_buffer("f_B", _t(forces.f_B))
         self.register_buffer("f_C", _t(forces.f_C))
@@ -148,7 +151,7 @@ class TorchManifoldModel(nn.Module):
 
     def terms(self, q: Tensor, u: Tensor) -> ManifoldTerms:
         x, J, H = self.decoder.value_jh(q)
-        return manifold_terms(x, J, H, self.M, self.force(x, u), self.springs)
+        return manifold_terms(x, J, H, self.mass, self.force(x, u), self.springs)
 
     def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
         return acceleration(self.terms(q, u), v)
