@@ -77,14 +77,13 @@ def simulate(n: int = 40, t_end: float = 20.0, step: float = 1e-4, output_step: 
     mbs = container.AddSystem()
     ground = mbs.AddObject(eii.ObjectGround())
     J = MASS * L * L / 12.0
-    bodies, nodes = [], []
-    # node at the frame end of each bar; COM half a bar out along its x axis
-    for i in range(n + 1):  # cranks: vertical, turning at -1 rad/s (tip at +1 m/s in x)
-        nodes.append(mbs.AddNode(eii.NodeRigidBody2D(referenceCoordinates=[float(i), 0.0, 0.5 * math.pi],
-                                                     initialVelocities=[0.0, 0.0, -1.0])))
-    for i in range(1, n + 1):  # couplers: horizontal, translating at 1 m/s
-        nodes.append(mbs.AddNode(eii.NodeRigidBody2D(referenceCoordinates=[i - 1.0, L, 0.0],
-                                                     initialVelocities=[1.0, 0.0, 0.0])))
+    # (x, y, angle) and its rate of each body's node, at the frame end of each bar (COM half a
+    # bar out along its x axis): cranks vertical, turning at -1 rad/s (tip at +1 m/s in x);
+    # couplers horizontal, translating at 1 m/s
+    initial = [([float(i), 0.0, 0.5 * math.pi], [0.0, 0.0, -1.0]) for i in range(n + 1)]
+    initial += [([i - 1.0, L, 0.0], [1.0, 0.0, 0.0]) for i in range(1, n + 1)]
+    nodes = [mbs.AddNode(eii.NodeRigidBody2D(referenceCoordinates=ref, initialVelocities=vel)) for ref, vel in initial]
+    bodies = []
     for nd in nodes:
         # RigidBody2D's inertia is about the node: J + m (L/2)^2 for the end-point node
         bodies.append(mbs.AddObject(eii.ObjectRigidBody2D(nodeNumber=nd, mass=MASS, inertia=J + MASS * 0.25 * L * L,
@@ -126,14 +125,19 @@ def simulate(n: int = 40, t_end: float = 20.0, step: float = 1e-4, output_step: 
     t = mbs.GetSensorStoredData(pos[0])[:, 0]
     origin = np.stack([mbs.GetSensorStoredData(p)[:, 1:4] for p in pos], axis=1)
     # the 2D rotation sensor gives the angle relative to the node's reference angle
-    reference = np.array([0.5 * math.pi] * (n + 1) + [0.0] * n)
+    reference = np.array([ref[2] for ref, _ in initial])
     angle = reference + np.stack([mbs.GetSensorStoredData(r)[:, -1] for r in rot], axis=1)
     c, sn = np.cos(angle), np.sin(angle)
     rotation = np.zeros(angle.shape + (3, 3))
     rotation[..., 0, 0], rotation[..., 0, 1], rotation[..., 1, 0], rotation[..., 1, 1] = c, -sn, sn, c
     rotation[..., 2, 2] = 1.0
-    B0 = origin[:, 0, :2] + L * np.stack([c[:, 0], sn[:, 0]], axis=1)
-    return {"t": t, "origin": origin, "rotation": rotation, "B0": B0, "wall_time": wall, "names": body_names(n)}
+    return {"t": t, "origin": origin, "rotation": rotation, "B0": b0(origin, rotation), "wall_time": wall,
+            "names": body_names(n)}
+
+
+def b0(origin: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+    """Point B0 (n_t, 2), the first crank's tip: 1 m along its frame's x axis."""
+    return origin[:, 0, :2] + L * rotation[:, 0, :2, 0]
 
 
 def b0_error(t: np.ndarray, B0: np.ndarray, adams: np.ndarray) -> float:
@@ -160,9 +164,8 @@ def model_b0(model_dir, folder) -> dict:
     origin = np.full_like(run.origin, np.inf)
     rotation = np.zeros_like(run.rotation)
     origin[ok], rotation[ok] = poses_from_nc(art.layout, res["x"][ok])
-    B0 = origin[:, 0, :2] + L * rotation[:, 0, :2, 0]
-    return {"t": run.t, "B0": B0, "nrmse": position_nrmse(origin, run.origin),
-            "exudyn_B0": run.origin[:, 0, :2] + L * run.rotation[:, 0, :2, 0]}
+    return {"t": run.t, "B0": b0(origin, rotation), "nrmse": position_nrmse(origin, run.origin),
+            "exudyn_B0": b0(run.origin, run.rotation)}
 
 
 def write(run: dict, out_dir, n: int = 40) -> Path:

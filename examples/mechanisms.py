@@ -26,15 +26,20 @@ def _angle_of_x_axis(rotation: np.ndarray, k: int) -> np.ndarray:
     return np.unwrap(np.arctan2(rotation[:, k, 1, 0], rotation[:, k, 0, 0]))
 
 
-def _circle_intersection(p, r_p, q, r_q, below: bool) -> np.ndarray:
-    """The intersection of two circles in the xy plane, the lower one if ``below``."""
+def _circle_intersections(p, r_p, q, r_q) -> tuple[np.ndarray, np.ndarray]:
+    """The two intersections of two circles in the xy plane: left, then right of p -> q."""
     d = q - p
     dist = math.hypot(d[0], d[1])
     along = (r_p**2 - r_q**2 + dist**2) / (2.0 * dist)
     h = math.sqrt(r_p**2 - along**2)
     e = d / dist
     n = np.array([-e[1], e[0]])
-    a, b = p + along * e + h * n, p + along * e - h * n
+    return p + along * e + h * n, p + along * e - h * n
+
+
+def _circle_intersection(p, r_p, q, r_q, below: bool) -> np.ndarray:
+    """The intersection of two circles in the xy plane, the lower one if ``below``."""
+    a, b = _circle_intersections(p, r_p, q, r_q)
     return (a if a[1] < b[1] else b) if below else (a if a[1] > b[1] else b)
 
 
@@ -534,10 +539,7 @@ def three_rrr() -> Model:
         ang = math.radians(90.0 + 120.0 * i)
         radial = np.array([math.cos(ang), math.sin(ang)])
         B, C = r_base * radial, r_plat * radial
-        E = _circle_intersection(B, l1, C, l2, below=False)
-        side = np.cross(np.append(C - B, 0.0), np.append(E - B, 0.0))[2]
-        if side < 0:  # the other intersection: the elbow to the left of B->C
-            E = 2.0 * (B + (C - B) * ((E - B) @ (C - B)) / ((C - B) @ (C - B))) - E
+        E = _circle_intersections(B, l1, C, l2)[0]  # the elbow to the left of B -> C
         k = i + 1
         bodies.append(Body(f"proximal_{k}", position=_in_plane(B), rotation=rot_z(_direction(B, E)), **proximal))
         distal_bodies.append(Body(f"distal_{k}", position=_in_plane(E), rotation=rot_z(_direction(E, C)), **distal))

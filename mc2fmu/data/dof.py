@@ -117,8 +117,10 @@ def estimate_dof(x: np.ndarray, xd: np.ndarray, run_offsets) -> DofEstimate:
         d = np.linalg.norm(x - x[a], axis=1)
         r = np.quantile(d, 0.002)
         # coarsely sampled fast passes (5 ms over a 1 m/s swing) leave few samples per pass
-        while r <= MAX_RADIUS * spread and (len(_visits(d < r, offsets)) < MIN_VISITS or
-                                            np.count_nonzero(d < r) < min_samples):
+        while r <= MAX_RADIUS * spread:
+            inside = d < r
+            if len(_visits(inside, offsets)) >= MIN_VISITS and np.count_nonzero(inside) >= min_samples:
+                break
             r *= 1.5
         if r > MAX_RADIUS * spread:
             continue
