@@ -35,6 +35,7 @@ from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 #: known minimal coordinates per mechanism (pose columns), the paper's section 4.2.2 mode
 KNOWN = {
     "four_bar": ("crank.R11",),
+    "four_bar_friction": ("crank.R11",),
     "slider_crank": ("slider.x",),
     "two_bar": ("short_bar.y", "long_bar.y"),
     "macpherson": ("spindle.z",),
@@ -42,7 +43,7 @@ KNOWN = {
     "spatial_four_bar": ("crank.R11",),  # monotonic in the crank angle over train and high
     "three_rrr": ("platform.x", "platform.y", "platform.R21"),  # R21 = sin of the platform angle
 }
-DOF = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1, "five_bar": 2, "spatial_four_bar": 1,
+DOF = {"four_bar": 1, "four_bar_friction": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1, "five_bar": 2, "spatial_four_bar": 1,
        "three_rrr": 3}
 
 
@@ -82,7 +83,8 @@ def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", default=MECHANISMS)
+    # four_bar_friction has a force its mechanism file does not list: benchmarks/unknown_forces.py
+    ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m != "four_bar_friction"])
     ap.add_argument("--modes", default="known,autoencoder")
     ap.add_argument("--dyn-weight", type=float, default=1.0)
     ap.add_argument("--loss", default="sim", help="sim (default) or appendix (mc2fmu train --loss)")

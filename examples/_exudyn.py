@@ -6,13 +6,15 @@ pose (the static equilibrium) at rest; joints are exact index-3 constraints; eac
 mechanism file's, tension ``k (l - length) + c ldot`` along the line: checked against closed-
 form and scipy solutions in tests/test_reference.py); each input is a ``LoadForceVector`` /
 ``LoadTorqueVector`` with a global direction (``bodyFixed=False``) whose value comes from a
-Python user function.  The solver is generalized-alpha (spectral radius 0.95) at a fixed step;
+Python user function; a joint friction (not in the mechanism file) is a
+``TorsionalSpringDamper`` whose user function is the friction law.  The solver is generalized-alpha (spectral radius 0.95) at a fixed step;
 sensors store the output every ``output_step``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -97,6 +99,17 @@ def build(model: Model, signals: Sequence[Callable[[float], float]], sensors: Se
             stiffness=float(s.stiffness),
             damping=float(s.damping),
             show=False,
+        )
+
+    for fr in model.frictions:  # a torsional connector whose user function is the friction law
+        coulomb, viscous, v0 = float(fr.coulomb), float(fr.viscous), float(fr.v0)
+
+        def friction(mbs, t, item, rotation, omega, stiffness, damping, offset, c=coulomb, d=viscous, v=v0):
+            return c * math.tanh(omega / v) + d * omega  # the connector's torque resists omega
+
+        mbs.CreateTorsionalSpringDamper(
+            name=fr.name, itemNumbers=[ground, objects[fr.body]], position=[float(c) for c in fr.position],
+            axis=[float(c) for c in fr.axis], springTorqueUserFunction=friction, show=False,
         )
 
     loads = []

@@ -161,6 +161,29 @@ class Spring:
             raise ValueError(f"spring '{self.name}': needs stiffness >= 0, damping >= 0, length > 0")
 
 
+@dataclass(frozen=True)
+class JointFriction:
+    """Friction in a revolute joint to ground, *not* written to the mechanism file: the forces
+    a real linkage has and its model does not list (what ``mc2fmu train --identify`` finds).
+
+    The torque on ``body`` about the global ``axis`` (through ``position``) is
+    ``-(coulomb tanh(w / v0) + viscous w)``, ``w`` the body's angular velocity about ``axis``:
+    smoothed Coulomb friction plus viscous damping.
+    """
+
+    name: str
+    body: str
+    position: tuple[float, float, float]
+    axis: tuple[float, float, float]
+    coulomb: float  # N m
+    viscous: float  # N m s / rad
+    v0: float  # rad/s, the smoothed sign's velocity scale
+
+    def torque(self, w):
+        """The friction torque about the axis at angular velocity ``w`` (numbers or arrays)."""
+        return -(self.coulomb * np.tanh(w / self.v0) + self.viscous * w)
+
+
 # ---------------------------------------------------------------------------- excitations
 
 
@@ -221,6 +244,7 @@ class Model:
     low_scale: float = 0.5
     high_scale: float = 1.7
     springs: tuple[Spring, ...] = ()
+    frictions: tuple[JointFriction, ...] = ()  # not in the mechanism file: unknown to mc2fmu
 
     def body(self, name: str) -> Body:
         for b in self.bodies:

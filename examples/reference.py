@@ -319,6 +319,9 @@ def energy_balance(m: Model, run: dict) -> dict:
         k, c, rest = (np.array([getattr(s, a) for s in m.springs]) for a in ("stiffness", "damping", "length"))
         potential = potential + 0.5 * (k * (length - rest) ** 2).sum(axis=1)
         dissipated = cumulative_simpson((c * rate**2).sum(axis=1), x=t, initial=0.0)
+    for fr in m.frictions:  # friction's dissipation, from the recorded angular velocity
+        w = run["omega"][:, [b.name for b in m.bodies].index(fr.body)] @ np.asarray(fr.axis, dtype=float)
+        dissipated = dissipated + cumulative_simpson(-fr.torque(w) * w, x=t, initial=0.0)
     kinetic = run["kinetic_energy"]
     balance = kinetic + potential - work + dissipated
     drift = float(np.max(np.abs(balance - balance[0])))

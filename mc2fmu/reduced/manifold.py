@@ -5,11 +5,13 @@ explicit value / Jacobian / Hessian propagation) and the NC physics it projects
 (``x = h_d(q)``, ``J = dh_d/dq``, ``H = d2h_d/dq2``)::
 
     M_m = J^T M J,   G_m[v, v] = J^T M (H : v v),   f_m = J^T f(h_d(q), u)
-    M_m qddot = f_m - G_m[qdot, qdot] + J^T f_spring(x, J qdot)
+    M_m qddot = f_m - G_m[qdot, qdot] + J^T f_spring(x, J qdot) + Xi^T lambda(q, qdot, u)
 
 Spring-dampers (``d = D x + e`` per spring, see :class:`mc2fmu.mechanics.natural.SpringModel`)
 are evaluated exactly on the decoded ``x`` and ``xdot = J qdot``: the stiffness part depends
 on ``q`` only, the damper on the velocity the step map uses (the same ``v`` as in ``G_m``).
+The identified terms ``Xi^T lambda`` (:mod:`mc2fmu.reduced.terms`, ``train --identify``) are
+forces in minimal coordinates the mechanism file does not describe (e.g. joint friction).
 
 Every function here takes numpy arrays or torch tensors alike (:func:`ops` picks the few
 library functions that differ), so training (torch), the run-time model and ``simulate``
@@ -34,6 +36,7 @@ import numpy as np
 from ..errors import ModelError
 from ..mechanics.natural import SpringModel
 from .step_maps import StepMap, get_step_map
+from .terms import TermLibrary, identified_force
 
 Array = Any  # numpy.ndarray or torch.Tensor
 
@@ -247,6 +250,7 @@ class ManifoldTerms:
     springs: Any = None  # D, e, k, c, L0 (a SpringModel or tensors alike); None: no springs
     sd: Array | None = None  # (B, n_s, 3) spring vectors d = D x + e
     sDJ: Array | None = None  # (B, n_s, 3, m) = D J, so ddot = D J v
+    ident: Any = None  # (library, Xi, param, q, u) of identified terms; None: none
 
 
 def mass_blocks(M: np.ndarray) -> np.ndarray | None:
@@ -278,17 +282,20 @@ def mass_times(M, J):
     return (J.swapaxes(1, 2).reshape(-1, n) @ M).reshape(-1, m, n).swapaxes(1, 2)
 
 
-def manifold_terms(x, J, H, M, f, springs=None) -> ManifoldTerms:
-    """The velocity-free terms at ``x = h_d(q)``; ``M`` dense (n, n) or as blocks (n_b, 4, 4)."""
+def manifold_terms(x, J, H, M, f, springs=None, ident=None) -> ManifoldTerms:
+    """The velocity-free terms at ``x = h_d(q)``; ``M`` dense (n, n) or as blocks (n_b, 4, 4);
+    ``ident``: ``(library, Xi, param, q, u)`` of identified terms (None or an empty library: none)."""
     es = ops(x).einsum
     MJ = mass_times(M, J)
     Mm = es("bnm,bnk->bmk", J, MJ)
     fm = es("bnm,bn->bm", J, f)
+    if ident is not None and len(ident[0]) == 0:
+        ident = None
     if springs is None or springs.k.shape[0] == 0:
-        return ManifoldTerms(x, J, H, MJ, Mm, fm)
+        return ManifoldTerms(x, J, H, MJ, Mm, fm, ident=ident)
     sd = es("sin,bn->bsi", springs.D, x) + springs.e
     sDJ = es("sin,bnm->bsim", springs.D, J)
-    return ManifoldTerms(x, J, H, MJ, Mm, fm, springs, sd, sDJ)
+    return ManifoldTerms(x, J, H, MJ, Mm, fm, springs, sd, sDJ, ident)
 
 
 def spring_force(terms: ManifoldTerms, v):
@@ -302,14 +309,24 @@ def spring_force(terms: ManifoldTerms, v):
     return -o.einsum("bsim,bsi->bm", terms.sDJ, n * tension[..., None])
 
 
-def acceleration(terms: ManifoldTerms, v):
-    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v))``."""
+def known_rhs(terms: ManifoldTerms, v):
+    """``f_m - J^T M (H : v v) + J^T f_spring(x, J v)`` (B, m): the right-hand side of what the
+    mechanism file describes."""
     es = ops(v).einsum
     Hvv = es("bnij,bi,bj->bn", terms.H, v, v)
     G = es("bnm,bn->bm", terms.MJ, Hvv)
     rhs = terms.fm - G
     if terms.springs is not None:
         rhs = rhs + spring_force(terms, v)
+    return rhs
+
+
+def acceleration(terms: ManifoldTerms, v):
+    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda(q, v, u))``."""
+    rhs = known_rhs(terms, v)
+    if terms.ident is not None:
+        library, Xi, param, q, u = terms.ident
+        rhs = rhs + identified_force(library, Xi, q, v, u, param)
     return cholesky_solve(terms.Mm, rhs)
 
 
@@ -370,6 +387,7 @@ class ManifoldModel:
     f_C: np.ndarray
     springs: SpringModel
     resources: dict[str, bytes] = field(default_factory=dict, compare=False)  # e.g. ONNX graphs
+    library: TermLibrary | None = None  # identified terms (train --identify); None: none
 
     kind = "manifold"
 
@@ -434,9 +452,13 @@ class ManifoldModel:
         return self.M if blocks is None else blocks
 
     def terms(self, q: np.ndarray, u: np.ndarray) -> ManifoldTerms:
+        q = np.atleast_2d(np.asarray(q, dtype=np.float64))
         x, J, H = self.decode_jh(q)
         u = np.atleast_2d(np.asarray(u, dtype=np.float64)).reshape(len(x), self.n_u)
-        return manifold_terms(x, J, H, self.mass, applied_force(self.f_g, self.f_B, self.f_C, x, u), self.springs)
+        lib = self.library
+        ident = None if lib is None else (lib, lib.Xi, lib.param, q, u)
+        return manifold_terms(x, J, H, self.mass, applied_force(self.f_g, self.f_B, self.f_C, x, u), self.springs,
+                              ident)
 
     def acceleration(self, q: np.ndarray, qd: np.ndarray, u: np.ndarray) -> np.ndarray:
         """The reduced ODE's right-hand side ``qdd = f(q, qd, u)`` (B, m)."""
@@ -464,6 +486,11 @@ class ManifoldModel:
             arrays[f"decoder.W{i}"], arrays[f"decoder.b{i}"] = W, b
         params = {"step_map": self.step_map_name,
                   "decoder": {"widths": self.decoder.widths, "activation": self.decoder.activation}}
+        if self.library is not None and len(self.library):
+            lib = self.library
+            params["identify"] = {"terms": len(lib), "groups": list(lib.groups), "kappa": lib.kappa}
+            arrays.update({"identify.kinds": lib.kinds, "identify.index": lib.index, "identify.param": lib.param,
+                           "identify.Xi": lib.Xi})
         if self.encoder is None:
             params["encoder"] = {"kind": "linear"}
             arrays["encoder.E"], arrays["encoder.e0"] = self.E, self.e0
@@ -488,6 +515,10 @@ class ManifoldModel:
                              f"and end with {n_x} (the natural coordinates)")
         for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
             shapes[f"decoder.W{i}"], shapes[f"decoder.b{i}"] = (b, a), (b,)
+        if "identify" in params:
+            n_t = int(params["identify"]["terms"])
+            shapes.update({"identify.kinds": (n_t, 3), "identify.index": (n_t, 3), "identify.param": (n_t, 3),
+                           "identify.Xi": (n_t, dof)})
         enc = params["encoder"]
         if enc["kind"] == "linear":
             shapes["encoder.E"], shapes["encoder.e0"] = (dof, n_x), (dof,)
@@ -518,11 +549,37 @@ class ManifoldModel:
                               arrays["spring_L0"])
         get_step_map(params["step_map"])  # an unknown map is refused here, not at the first step
         get_activation(dec["activation"])
+        library = None
+        if "identify" in params:
+            library = _saved_library(params["identify"], arrays, len(angles), arrays["f_B"].shape[1])
         return cls(float(dt), tuple(bool(a) for a in angles), params["step_map"], decoder,
                    arrays["decoder.q_mean"], arrays["decoder.q_scale"], arrays["decoder.x_mean"],
                    arrays["decoder.x_scale"], encoder, get("encoder.x_mean"), get("encoder.x_scale"),
                    get("encoder.E"), get("encoder.e0"), arrays["M"], arrays["f_g"], arrays["f_B"], arrays["f_C"],
-                   springs, dict(resources or {}))
+                   springs, dict(resources or {}), library)
+
+
+def _saved_library(info: dict, arrays: dict[str, np.ndarray], dof: int, n_u: int) -> TermLibrary:
+    """The identified terms of an artifact, checked so that no code path indexes out of range."""
+    from .terms import FACTOR_KINDS, ONE, TANH, U
+
+    kinds, index, param = arrays["identify.kinds"], arrays["identify.index"], arrays["identify.param"]
+    Xi = arrays["identify.Xi"]
+    if not (np.array_equal(kinds, np.round(kinds)) and np.array_equal(index, np.round(index))):
+        raise ValueError("identify.kinds and identify.index must hold integers")
+    kinds, index = kinds.astype(np.int64), index.astype(np.int64)
+    bad = ~np.isin(kinds, list(FACTOR_KINDS))
+    if bad.any():
+        raise ValueError(f"identify.kinds holds unknown factor codes {sorted(set(kinds[bad].tolist()))}")
+    limit = np.where(kinds == U, n_u, np.where(kinds == ONE, 1, dof))
+    if np.any((index < 0) | (index >= limit)):
+        raise ValueError("identify.index names a coordinate or input the model does not have")
+    if not (np.all(np.isfinite(param)) and np.all(np.isfinite(Xi))):
+        raise ValueError("identify.param and identify.Xi must be finite")
+    if np.any(param[kinds == TANH] <= 0):
+        raise ValueError("identify.param: a smoothed sign's velocity scale must be > 0")
+    return TermLibrary(kinds, index, param.astype(np.float64), Xi.astype(np.float64),
+                       tuple(str(g) for g in info.get("groups", ())), float(info.get("kappa", 0.0)))
 
 
 def wrap_to_pi(a):

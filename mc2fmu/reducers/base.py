@@ -134,6 +134,8 @@ def add_config_arguments(parser: argparse.ArgumentParser | Any, config_cls: type
             kw["metavar"] = md["metavar"]
         if "choices" in md:
             kw["choices"] = list(md["choices"]())
+        if "const" in md:  # an option whose value may be left out: --identify [GROUPS]
+            kw["nargs"], kw["const"] = "?", md["const"]
         if f.type in ("int", int):
             kw["type"] = int
         elif f.type in ("float", float):

@@ -191,6 +191,8 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     n_s = sp.D.shape[0]
     P_h = sp.D @ SW
     p_h = sp.D @ x0 + sp.e
+    lib = model.library.pruned() if model.library is not None else None
+    n_t = 0 if lib is None else len(lib)
     env = artifact.envelope
     defines = {
         "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
@@ -198,6 +200,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_INSTANTIATION_TOKEN": _c_string(token),
         "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
+        "MC2FMU_NT": n_t,
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[model.decoder.activation]} /* {model.decoder.activation} */",
         "MC2FMU_STEP_CENTRED": f"{int(model.step_map_name == 'centred')} /* step map {model.step_map_name} */",
         "MC2FMU_DT": _c_double(artifact.dt),
@@ -245,6 +248,14 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
             _array("double", "mc2fmu_spring_k", sp.k, comment="stiffness k_s, N/m"),
             _array("double", "mc2fmu_spring_c", sp.c, comment="damping c_s, N s/m"),
             _array("double", "mc2fmu_spring_L0", sp.L0, comment="rest length L0_s, m"),
+        ]
+    if n_t:
+        arrays += [
+            _array("int", "mc2fmu_lib_kind", lib.kinds.ravel(), per_line=3, comment="identified terms (NT): "
+                   "3 factor codes per term (mc2fmu/reduced/terms.py)"),
+            _array("int", "mc2fmu_lib_index", lib.index.ravel(), per_line=3, comment="the factors' coordinate or input"),
+            _array("double", "mc2fmu_lib_param", lib.param.ravel(), per_line=3, comment="the factors' parameter (tanh scale)"),
+            _array("double", "mc2fmu_lib_xi", lib.Xi.ravel(), comment="coefficients Xi, row-major (NT x NQ)"),
         ]
     arrays += [
         _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),

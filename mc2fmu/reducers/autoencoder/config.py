@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ...errors import TrainingError
 from ...reduced.manifold import ACTIVATIONS
 from ...reduced.step_maps import STEP_MAPS
+from ...reduced.terms import GROUPS, parse_groups
 from ..base import int_list, name_list
 
 #: the two losses; "sim" is the default
@@ -81,6 +82,18 @@ class TrainConfig:
         "--rigidity-weight", "weight of L_rig, the decoded bodies' point distances against the rigid ones at latent "
         "points spread over the whole range of the coordinates, off the training path too (default 1; 0: off)"))
     rigidity_points: int = 1000
+    identify: str = field(default="", metadata=_opt(
+        "--identify", "identify forces the mechanism file does not describe (joint friction, unknown dampers) as "
+        "sparse terms in the minimal coordinates, after seed 004: the residual of the trained model is regressed "
+        "on a library of candidate terms by sequentially thresholded least squares, the kept terms are added to "
+        "the reduced dynamics and trained with it, and the equation is printed. GROUPS: comma list of "
+        + ", ".join(GROUPS) + " (default: all)", metavar="GROUPS", const="all"))
+    kappa: float = field(default=0.05, metadata=_opt(
+        "--kappa", "--identify: the sparsity threshold, relative: a term is dropped when its contribution's rms is "
+        "below kappa times the unknown force's rms (default 0.05)"))
+    identify_iters: int = field(default=500, metadata=_opt(
+        "--identify-iters", "--identify: L-BFGS iterations that train the model with the identified terms "
+        "(default 500)"))
     validation_fraction: float = 0.05
     scale_floor: float = 1e-3  # relative floor on per-coordinate scales (channels that barely move)
     loss_scale: str = "channel"  # "channel": per coordinate (default; measured better); "global": one scale per term
@@ -100,6 +113,15 @@ class TrainConfig:
                                    ("--step-map", self.step_map, STEP_MAPS)):
             if value not in valid:
                 problems.append(f"{flag} {value!r}: choose one of {', '.join(valid)}")
+        if self.identify:
+            try:
+                parse_groups(self.identify)
+            except ValueError as exc:
+                problems.append(f"--identify {exc}")
+        if not (math.isfinite(self.kappa) and 0 <= self.kappa < 1):
+            problems.append(f"--kappa {self.kappa}: the relative threshold must be in [0, 1)")
+        if self.identify_iters < 0:
+            problems.append(f"--identify-iters {self.identify_iters}: must be >= 0")
         if self.rollout_steps < 0:
             problems.append(f"--rollout {self.rollout_steps}: the number of rollout steps must be >= 0 (0: off)")
         for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight"):

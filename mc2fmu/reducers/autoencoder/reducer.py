@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ...reduced.artifact import ModelArtifact, build_artifact
+from ...reduced.terms import equation
 from ..base import Checkpointer, config_to_dict
 from .config import TrainConfig
 from .graphs import onnx_graphs
@@ -51,6 +52,9 @@ class AutoencoderReducer:
             log.warning("the reduced mass J^T M J is (nearly) singular on the training data (smallest/largest "
                         "eigenvalue %.1e): a minimal coordinate moves only directions that carry no inertia "
                         "(a rod's spin, a point mass's rotation); choose other --coords or check the inertias", ratio)
+        if runtime.library is not None:
+            names = list(config.coords) or [f"q{i + 1}" for i in range(runtime.dof)]
+            result.metrics["identified"] = equation(runtime.library, names, list(dataset.mechanism.input_names))
         art = build_artifact(self.name, runtime, dataset, coordinates=config.coords,
                              training={"metrics": result.metrics, "config": config_to_dict(config),
                                        "seed": config.seed},

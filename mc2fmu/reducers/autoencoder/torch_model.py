@@ -7,8 +7,9 @@ run-time :class:`~mc2fmu.reduced.manifold.ManifoldModel`.
   angle-type coordinates leave it as ``atan2(s, c)``.
 * :class:`LinearEncoder` -- known minimal coordinates: a fixed linear selection of ``x``
   (pose positions and rotation-matrix entries are exactly linear in the natural coordinates).
-* :class:`TorchManifoldModel` -- both plus ``M`` and the force model; ``step`` is the
-  one-step map used by training, and the arithmetic is that of :mod:`mc2fmu.reduced.manifold`.
+* :class:`TorchManifoldModel` -- both plus ``M`` and the force model (and identified terms,
+  :meth:`TorchManifoldModel.set_library`); ``step`` is the one-step map used by training, and
+  the arithmetic is that of :mod:`mc2fmu.reduced.manifold`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ...reduced.manifold import (
     mass_blocks,
 )
 from ...reduced.step_maps import StepMap, get_step_map
+from ...reduced.terms import TermLibrary
 from .network import MLP
 
 Tensor = torch.Tensor
@@ -138,6 +140,34 @@ class TorchManifoldModel(nn.Module):
             self.register_buffer(name, _t(value))
         self.step_map_name = step_map
         self.step_map: StepMap = get_step_map(step_map)
+        self.library: TermLibrary | None = None
+
+    def set_library(self, library: TermLibrary | None, trainable: bool = False, dense: bool = False) -> None:
+        """Identified terms (those with a nonzero coefficient); ``trainable``: the nonzero
+        coefficients and the smoothed signs' scales become parameters (zeros stay zero);
+        ``dense``: every term of the library is kept and trainable, zeros included."""
+        if library is None or not len(library) or not (dense or len(library.active)):
+            self.library = None
+            for name in ("ident_Xi", "ident_param", "ident_mask"):
+                if hasattr(self, name):
+                    delattr(self, name)
+            return
+        library = library if dense else library.pruned()
+        self.library = library
+        Xi = _t(library.Xi)
+        self.ident_Xi = nn.Parameter(Xi, requires_grad=trainable)
+        self.ident_param = nn.Parameter(_t(library.param), requires_grad=trainable)
+        self.register_buffer("ident_mask", torch.ones_like(Xi) if dense else (Xi != 0.0).to(F64))
+
+    def identified_coefficients(self) -> Tensor:
+        return self.ident_Xi * self.ident_mask
+
+    def runtime_library(self) -> TermLibrary | None:
+        """The identified terms with their trained coefficients and scales (numpy)."""
+        if self.library is None:
+            return None
+        return self.library.with_coefficients(self.identified_coefficients().detach().numpy(),
+                                              self.ident_param.detach().numpy())
 
     @property
     def springs(self) -> SimpleNamespace | None:
@@ -151,7 +181,8 @@ class TorchManifoldModel(nn.Module):
 
     def terms(self, q: Tensor, u: Tensor) -> ManifoldTerms:
         x, J, H = self.decoder.value_jh(q)
-        return manifold_terms(x, J, H, self.mass, self.force(x, u), self.springs)
+        ident = None if self.library is None else (self.library, self.identified_coefficients(), self.ident_param, q, u)
+        return manifold_terms(x, J, H, self.mass, self.force(x, u), self.springs, ident)
 
     def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
         return acceleration(self.terms(q, u), v)
@@ -175,9 +206,10 @@ def to_runtime(model: TorchManifoldModel, dt: float, resources: dict[str, bytes]
         enc_parts = (None, None, None, a(enc.E), a(enc.e0))
     else:
         enc_parts = (_weights(enc.net), a(enc.x_mean), a(enc.x_scale), None, None)
+    library = model.runtime_library()
     return ManifoldModel(float(dt), tuple(dec.angles), model.step_map_name, _weights(dec.net), a(dec.q_mean),
                          a(dec.q_scale), a(dec.x_mean), a(dec.x_scale), *enc_parts, a(model.M), a(model.f_g),
-                         a(model.f_B), a(model.f_C), springs, dict(resources or {}))
+                         a(model.f_B), a(model.f_C), springs, dict(resources or {}), library)
 
 
 def from_runtime(rt: ManifoldModel) -> TorchManifoldModel:
@@ -193,6 +225,7 @@ def from_runtime(rt: ManifoldModel) -> TorchManifoldModel:
                                 rt.enc_x_mean, rt.enc_x_scale)
         _load(encoder.net, rt.encoder)
     model = TorchManifoldModel(decoder, encoder, rt.M, ForceModel(rt.f_g, rt.f_B, rt.f_C, rt.springs), rt.step_map_name)
+    model.set_library(rt.library)
     return model.eval()
 
 

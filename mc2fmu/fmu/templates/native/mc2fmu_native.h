@@ -13,7 +13,8 @@
      propagated through the layers: a = W z + b, Ja = W Jz, Ha = W Hz; then
      Hz = s''(a) Ja Ja^T + s'(a) Ha, Jz = s'(a) Ja, z = s(a); output de-normalised;
    - M_m = J^T M J, G_m = J^T M (H : v v), f_m = J^T f, f = f_g + f_B u + sum_i u_i f_C[i] x,
-     plus the spring-dampers J^T f_spring(x, J v) with the velocity v of each acceleration,
+     plus the spring-dampers J^T f_spring(x, J v) with the velocity v of each acceleration
+     and the identified terms Xi^T lambda(q, v, u) (train --identify; mc2fmu/reduced/terms.py),
      with the decoder's output layer folded into M, f_g, f_B, f_C and the springs at export
      (exact algebra, different rounding; see mc2fmu_terms): the step propagates the last
      hidden layer only;
@@ -225,6 +226,9 @@ typedef struct {
     double sg[MC2FMU_NS][MC2FMU_NQ];            /* spring s: Jh^T P_s^T n_s, so ldot_s = sg_s . v */
     double sk[MC2FMU_NS];                       /* spring s: k_s (l_s - L0_s), the elastic tension */
 #endif
+#if MC2FMU_NT > 0
+    double u[MC2FMU_NU1];                       /* the input the identified terms see */
+#endif
     double x[MC2FMU_NX];                        /* the decoded point, if x_valid */
     double q[MC2FMU_NQ];                        /* where h, Jh, Hh, AJ, Mm (sg, sk) were evaluated */
     int valid;                                  /* ... if set */
@@ -339,6 +343,9 @@ static void mc2fmu_eval_terms(const double *q, const double *u, mc2fmu_terms *T)
         for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * y[n];
         T->fm[j] = s;
     }
+#if MC2FMU_NT > 0
+    for (k = 0; k < MC2FMU_NU; k++) T->u[k] = u[k];
+#endif
 }
 
 /* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.reduced.manifold.cholesky_solve */
@@ -381,7 +388,35 @@ static void mc2fmu_spring_force(const mc2fmu_terms *T, const double *v, double *
 }
 #endif
 
-/* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v)), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
+#if MC2FMU_NT > 0
+/* rhs += Xi^T lambda(q, v, u): term t is the product of its factors (codes of
+   mc2fmu/reduced/terms.py: 0 one, 1 q_i, 2 sin q_i, 3 cos q_i, 4 v_i, 5 tanh(v_i / p), 6 u_i),
+   multiplied in the order numpy multiplies them */
+static void mc2fmu_identified(const double *q, const double *v, const double *u, double *rhs) {
+    double f[MC2FMU_NQ];
+    int t, s, j;
+    for (j = 0; j < MC2FMU_NQ; j++) f[j] = 0.0;
+    for (t = 0; t < MC2FMU_NT; t++) {
+        double lam = 1.0;
+        for (s = 0; s < 3; s++) {
+            const int i = mc2fmu_lib_index[3 * t + s];
+            switch (mc2fmu_lib_kind[3 * t + s]) {
+            case 1: lam *= q[i]; break;
+            case 2: lam *= sin(q[i]); break;
+            case 3: lam *= cos(q[i]); break;
+            case 4: lam *= v[i]; break;
+            case 5: lam *= tanh(v[i] / mc2fmu_lib_param[3 * t + s]); break;
+            case 6: lam *= u[i]; break;
+            default: break;
+            }
+        }
+        for (j = 0; j < MC2FMU_NQ; j++) f[j] += lam * mc2fmu_lib_xi[t * MC2FMU_NQ + j];
+    }
+    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += f[j];
+}
+#endif
+
+/* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
 static void mc2fmu_acceleration(mc2fmu_terms *T, const double *v, double *a) {
     double vv[MC2FMU_NQ2], hv[MC2FMU_NH], rhs[MC2FMU_NQ];
     mc2fmu_rows Z = mc2fmu_terms_rows(T);
@@ -405,6 +440,9 @@ static void mc2fmu_acceleration(mc2fmu_terms *T, const double *v, double *a) {
         mc2fmu_spring_force(T, v, fs);
         for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += fs[j];
     }
+#endif
+#if MC2FMU_NT > 0
+    mc2fmu_identified(T->q, v, T->u, rhs);
 #endif
     mc2fmu_cholesky_solve(T->Mm, rhs, a);
 }
