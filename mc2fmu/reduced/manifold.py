@@ -28,53 +28,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ..errors import ModelError
 from ..mechanics.natural import SpringModel
+from .array_ops import ops
 from .step_maps import StepMap, get_step_map
 from .terms import TermLibrary, identified_force
 
 Array = Any  # numpy.ndarray or torch.Tensor
-
-
-# ------------------------------------------------------------------ numpy / torch
-
-
-def _np_softplus(a):
-    # torch's softplus (beta 1, threshold 20): the identity above 20
-    return np.where(a > 20.0, a, np.log1p(np.exp(np.minimum(a, 20.0))))
-
-
-_NUMPY = SimpleNamespace(
-    einsum=np.einsum, sqrt=np.sqrt, cos=np.cos, sin=np.sin, tanh=np.tanh,
-    sigmoid=lambda a: 1.0 / (1.0 + np.exp(-a)), softplus=_np_softplus,
-    stack=lambda xs, axis: np.stack(xs, axis=axis), movedim=np.moveaxis,
-    zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
-    affine=lambda z, W, b: z @ W.T + b,
-)
-_TORCH: SimpleNamespace | None = None
-
-
-def ops(a: Array) -> SimpleNamespace:
-    """The library functions for ``a``'s array type (numpy, or torch imported only for tensors)."""
-    if isinstance(a, (np.ndarray, np.generic)):
-        return _NUMPY
-    global _TORCH
-    if _TORCH is None:
-        import torch
-
-        _TORCH = SimpleNamespace(
-            einsum=torch.einsum, sqrt=torch.sqrt, cos=torch.cos, sin=torch.sin, tanh=torch.tanh,
-            sigmoid=torch.sigmoid, softplus=torch.nn.functional.softplus,
-            stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
-            zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),
-            affine=torch.nn.functional.linear,
-        )
-    return _TORCH
 
 
 # ------------------------------------------------------------------ activations

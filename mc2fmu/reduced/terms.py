@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .array_ops import ops
+
 Array = Any
 
 ONE, Q, SIN, COS, V, TANH, U = range(7)
@@ -157,8 +159,6 @@ def evaluate(kinds, index, param, q, v, u):
 
     ``param`` is a float64 array or tensor (n_terms, 3) (a tensor, not Python floats: the ONNX
     exporter would store those as float32)."""
-    from .manifold import ops
-
     o = ops(q)
     cols = []
     for t in range(kinds.shape[0]):
