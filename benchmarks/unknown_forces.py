@@ -1,7 +1,7 @@
 """Forces the mechanism file does not describe: accuracy with and without ``--identify``.
 
 For each mechanism and mode (known coordinates, autoencoder) a model is trained on the
-``train`` run without and with ``mc2fmu train --identify`` (the default library and kappa),
+``train`` run without and with ``mc2fmu train --identify`` (the default library, kappa and iterations),
 and every run is simulated with ``mc2fmu simulate``'s code; prints the position NRMSE table
 and the identified equations.  ``four_bar_friction`` is the four-bar with crank-pivot friction
 its mechanism file does not list; ``four_bar`` (no unknown force) shows what ``--identify``
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         for mode in args.modes.split(","):
             for variant in args.variants.split(","):
                 cfg = TrainConfig(dof=DOF[name], coords=KNOWN[name] if mode == "known" else (),
-                                  identify="all" if variant == "on" else "")
+                                  identify="default" if variant == "on" else "")
                 model_dir = Path(args.out) / f"{name}-{mode}-{variant}"
                 t0 = time.perf_counter()
                 art = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], cfg, model_dir)

@@ -130,7 +130,7 @@ def friction_model(reference_run, tmp_path_factory):
     root = tmp_path_factory.mktemp("identify")
     run = reference_run("four_bar_friction", "train")
     mech = Path(run["path"]).parent.parent / "mechanism.toml"
-    cfg = TrainConfig(dof=1, coords=("crank.R11",), samples=400, adam_epochs=60, lbfgs_iters=100, identify="all",
+    cfg = TrainConfig(dof=1, coords=("crank.R11",), samples=400, adam_epochs=60, lbfgs_iters=100, identify="default",
                       identify_iters=60)
     fit(mech, [run["path"]], cfg, root / "model")
     return root / "model", mech, run

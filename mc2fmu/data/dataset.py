@@ -19,6 +19,7 @@ key                     shape                  meaning
 ``run_offsets``         (n_runs + 1,)          first row of each run, then n_t
 ``dt``                  (n_runs,)              sample step of each run, s
 ``rigidity``            (n_runs,)              max rigidity residual of each run, m
+``tension``             (n_t, n_recorded)      recorded springs' tensions, N (optional)
 ``meta``                scalar str (JSON)      mechanism, coordinate names, layout, runs
 ======================  =====================  ================================================
 """
@@ -88,6 +89,12 @@ class Dataset:
     rigidity: np.ndarray
     run_names: tuple[str, ...]
     run_sources: tuple[str, ...]
+    tension: np.ndarray | None = None  # (n_t, n_recorded): the recorded springs' tensions, N
+
+    @property
+    def tensions(self) -> np.ndarray:
+        """The recorded springs' tensions (n_t, n_recorded), (n_t, 0) without any."""
+        return self.tension if self.tension is not None else np.zeros((len(self.t), 0))
 
     @property
     def coordinate_names(self) -> list[str]:
@@ -133,7 +140,7 @@ class Dataset:
                     fh,
                     t=self.t, x=self.x, xd=self.xd, M=self.M, f=self.f, u=self.u,
                     f_g=self.forces.f_g, f_B=self.forces.f_B, f_C=self.forces.f_C,
-                    run_offsets=self.run_offsets, dt=self.dt, rigidity=self.rigidity,
+                    run_offsets=self.run_offsets, dt=self.dt, rigidity=self.rigidity, tension=self.tensions,
                     meta=np.array(json.dumps(self.meta())),
                 )
 
@@ -169,6 +176,7 @@ def build_dataset(mechanism: Mechanism, runs: Sequence[PoseRun]) -> Dataset:
         f=np.concatenate(fs), u=np.concatenate([r.u for r in runs]),
         run_offsets=offsets, dt=dts, rigidity=np.array(rig),
         run_names=tuple(names), run_sources=tuple(r.path for r in runs),
+        tension=np.concatenate([r.tension if r.tension is not None else np.zeros((len(r.t), 0)) for r in runs]),
     )
 
 
@@ -208,6 +216,7 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
             if missing:
                 raise DatasetError(f"{path}: not an mc2fmu dataset: missing key(s) {', '.join(missing)}; create it with `mc2fmu ingest`")
             arrays = {k: np.asarray(data[k]) for k in REQUIRED_KEYS}
+            tension = np.asarray(data["tension"]) if "tension" in data.files else None
     except DatasetError:
         raise
     except Exception as exc:
@@ -227,6 +236,12 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
     if x.ndim != 2 or x.shape[1] != n or arrays["M"].shape != (n, n):
         raise DatasetError(f"{path}: x has shape {x.shape} and M {arrays['M'].shape}; the layout needs {n} coordinates")
     runs = meta["runs"]
+    n_rec = sum(1 for sp in mechanism.springs if sp.recorded)
+    if tension is None:
+        tension = np.zeros((len(x), 0))
+    if tension.shape != (len(x), n_rec) or not np.isfinite(tension).all():
+        raise DatasetError(f"{path}: key 'tension' has shape {tension.shape} (or non-finite values); the mechanism "
+                           f"records {n_rec} spring tension(s) over {len(x)} samples; ingest the runs again")
     return Dataset(
         mechanism=replace(mechanism, source=meta.get("mechanism_source", "")),
         layout=layout, M=arrays["M"],
@@ -234,6 +249,7 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
         t=arrays["t"], x=x, xd=arrays["xd"], f=arrays["f"], u=arrays["u"],
         run_offsets=arrays["run_offsets"].astype(np.int64), dt=arrays["dt"], rigidity=arrays["rigidity"],
         run_names=tuple(r["name"] for r in runs), run_sources=tuple(r.get("source", "") for r in runs),
+        tension=tension,
     )
 
 

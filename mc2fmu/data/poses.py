@@ -6,7 +6,9 @@ A run file (CSV, ``.csv.gz`` or ``.npz``) holds, per sample:
 * per body ``<body>.x``, ``<body>.y``, ``<body>.z``: the body-frame origin in the global
   frame (m), and its orientation, either ``<body>.qw .qx .qy .qz`` (unit quaternion
   body->global, scalar first) or ``<body>.R11`` ... ``<body>.R33`` (rotation-matrix rows);
-* per mechanism input a column named like the input holding its value.
+* per mechanism input a column named like the input holding its value;
+* per spring with ``law = "recorded"`` its tension ``<spring>.tension`` (N, the sign
+  convention of the linear springs: positive pulls the two points together).
 
 Other columns are ignored with a warning.  Everything is validated before anything is
 returned; every problem names the file, the row/column and the rule.
@@ -58,6 +60,7 @@ class PoseRun:
     origin: np.ndarray  # (n_t, n_b, 3) body-frame origin, global frame
     rotation: np.ndarray  # (n_t, n_b, 3, 3) body -> global, exactly orthonormal
     u: np.ndarray  # (n_t, n_u) input values in mechanism order
+    tension: np.ndarray | None = None  # (n_t, n_recorded) tensions of the recorded springs, mechanism order
 
     @property
     def dt(self) -> float:
@@ -196,6 +199,8 @@ def read_run(path: str | os.PathLike, mechanism: Mechanism) -> PoseRun:
                 f"{path}: body '{b}' has no orientation columns; give {b}.qw, {b}.qx, {b}.qy, {b}.qz or {b}.R11 ... {b}.R33"
             )
     u_cols = [need(name, f"input '{name}'") for name in input_names]
+    tension_cols = [need(s.tension_column, f"tension of spring '{s.name}' in N, which the mechanism file records "
+                                           "(law = \"recorded\")") for s in mechanism.springs if s.recorded]
 
     ignored = []
     for c in columns:
@@ -286,7 +291,9 @@ def read_run(path: str | os.PathLike, mechanism: Mechanism) -> PoseRun:
     if problems:
         raise PoseDataError(problems)
     u = table[:, u_cols] if u_cols else np.zeros((n, 0))
-    return PoseRun(path=str(path), name=run_name(path), t=t.copy(), origin=origin, rotation=rotation, u=u.copy())
+    tension = table[:, tension_cols] if tension_cols else np.zeros((n, 0))
+    return PoseRun(path=str(path), name=run_name(path), t=t.copy(), origin=origin, rotation=rotation, u=u.copy(),
+                   tension=tension.copy())
 
 
 # ---------------------------------------------------------------------------- writing

@@ -28,6 +28,9 @@ A public contract, read from TOML (or JSON with the same keys)::
     stiffness = 2000.0                   # N/m, >= 0
     damping = 50.0                       # N s/m, >= 0 (default 0)
     length = 0.40                        # rest length, m, > 0
+    # law = "recorded": the tension is a column "<name>.tension" (N) of every run file and
+    # mc2fmu learns the element's law from it; stiffness/length (and damping) are then
+    # optional: given, they are the known linear part and only the remainder is learned
 
     With ``d = p_a - p_b``, ``l = |d|``, ``n = d / l`` and ``ldot = n . (v_a - v_b)``, the
     tension ``T = stiffness (l - length) + damping ldot`` pulls point a by ``-T n`` and point
@@ -68,7 +71,8 @@ DIRECTION_TOL = 1e-9
 _TOP_KEYS = {"name", "gravity", "bodies", "inputs", "springs"}
 _BODY_KEYS = {"name", "mass", "com", "inertia"}
 _INPUT_KEYS = {"name", "kind", "body", "direction", "point"}
-_SPRING_KEYS = {"name", "body_a", "point_a", "body_b", "point_b", "stiffness", "damping", "length"}
+_SPRING_KEYS = {"name", "body_a", "point_a", "body_b", "point_b", "stiffness", "damping", "length", "law"}
+SPRING_LAWS = ("linear", "recorded")
 
 
 @dataclass(frozen=True)
@@ -107,11 +111,23 @@ class Spring:
     stiffness: float = 0.0  # N/m
     damping: float = 0.0  # N s/m
     length: float = 1.0  # rest length, m
+    law: str = "linear"  # or "recorded": the tension is a column of the run files, its law is learned
+
+    @property
+    def recorded(self) -> bool:
+        return self.law == "recorded"
+
+    @property
+    def tension_column(self) -> str:
+        return f"{self.name}.tension"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "body_a": self.body_a, "point_a": self.point_a.tolist(), "body_b": self.body_b,
-                "point_b": self.point_b.tolist(), "stiffness": self.stiffness, "damping": self.damping,
-                "length": self.length}
+        d = {"name": self.name, "body_a": self.body_a, "point_a": self.point_a.tolist(), "body_b": self.body_b,
+             "point_b": self.point_b.tolist(), "stiffness": self.stiffness, "damping": self.damping,
+             "length": self.length}
+        if self.recorded:
+            d["law"] = self.law
+        return d
 
 
 @dataclass(frozen=True)
@@ -352,9 +368,21 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
             bad(item, f"body_a and body_b are both {rs.get('body_a')!r}; a spring connects two different bodies "
                       f"(or a body and the ground)")
             ok = False
-        values = {}
+        law = rs.get("law", "linear")
+        if law not in SPRING_LAWS:
+            bad(item, f"law {_short(law)} must be one of {', '.join(SPRING_LAWS)} (recorded: the tension is a column "
+                      f"'<name>.tension' of every run file and its law is learned)")
+            ok, law = False, "linear"
+        recorded = law == "recorded"
+        if recorded and ("stiffness" in rs) != ("length" in rs):
+            bad(item, "a recorded spring's known linear part needs both stiffness and length (or neither: "
+                      "then the whole law is learned)")
+            ok = False
+        values = {"law": law}
         for key, unit, positive in (("stiffness", "N/m", False), ("damping", "N s/m", False), ("length", "m", True)):
-            v = rs.get(key, 0.0 if key == "damping" else None)
+            default = {"stiffness": 0.0, "damping": 0.0, "length": 1.0}[key] if recorded else (
+                0.0 if key == "damping" else None)
+            v = rs.get(key, default)
             if v is None:
                 bad(item, f"{key} is missing ({unit})")
                 ok = False

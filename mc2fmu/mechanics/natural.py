@@ -181,9 +181,11 @@ def affine_weights(bl: BodyLayout, point: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SpringModel:
-    """Linear spring-dampers in NC: ``d = D x + e``, ``T = k (|d| - L0) + c ldot``, ``f = -D^T n T``.
+    """Spring-dampers in NC: ``d = D x + e``, ``T = k (|d| - L0) + c ldot`` (+ a recorded
+    spring's learned law), ``f = -D^T n T``.
 
-    ``D`` (n_s, 3, n_n), ``e`` (n_s, 3), ``k``, ``c``, ``L0`` (n_s,).
+    ``D`` (n_s, 3, n_n), ``e`` (n_s, 3), ``k``, ``c``, ``L0`` (n_s,); ``laws``: the learned laws of
+    recorded springs (a :class:`mc2fmu.reduced.spring_laws.SpringLaws`), None without any.
     """
 
     D: np.ndarray
@@ -191,6 +193,7 @@ class SpringModel:
     k: np.ndarray
     c: np.ndarray
     L0: np.ndarray
+    laws: Any = None
 
     @classmethod
     def empty(cls, n: int) -> "SpringModel":
@@ -217,6 +220,9 @@ class SpringModel:
         n = d / l[..., None]
         ldot = np.einsum("...si,sij,...j->...s", n, self.D, xd)
         T = self.k * (l - self.L0) + self.c * ldot
+        if self.laws is not None and len(self.laws):
+            shape = l.shape
+            T = T + self.laws.tension(l.reshape(-1, shape[-1]), ldot.reshape(-1, shape[-1])).reshape(shape)
         return -np.einsum("sij,...si->...j", self.D, n * T[..., None])
 
 

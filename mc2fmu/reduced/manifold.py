@@ -32,101 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
 from ..mechanics.natural import SpringModel
 from .array_ops import ops
+from .mlp import ACTIVATIONS, Activation, MLPWeights, get_activation, mlp, mlp_jh  # noqa: F401 (re-exported)
+from .spring_laws import SpringLaws
 from .step_maps import StepMap, get_step_map
 from .terms import TermLibrary, identified_force
 
 Array = Any  # numpy.ndarray or torch.Tensor
-
-
-# ------------------------------------------------------------------ activations
-
-
-def _tanh_all(a):
-    t = ops(a).tanh(a)
-    d1 = 1.0 - t * t
-    return t, d1, -2.0 * t * d1
-
-
-def _sigmoid_all(a):
-    s = ops(a).sigmoid(a)
-    d1 = s * (1.0 - s)
-    return s, d1, d1 * (1.0 - 2.0 * s)
-
-
-def _softplus_all(a):
-    s = ops(a).sigmoid(a)
-    return ops(a).softplus(a), s, s * (1.0 - s)
-
-
-@dataclass(frozen=True)
-class Activation:
-    """An activation: its value, and value with first and second derivative from one
-    transcendental evaluation."""
-
-    name: str
-    value: Any
-    all: Any
-
-
-#: string registry of activations; ReLU is absent on purpose (H would vanish almost everywhere)
-ACTIVATIONS: dict[str, Activation] = {
-    "tanh": Activation("tanh", lambda a: ops(a).tanh(a), _tanh_all),
-    "sigmoid": Activation("sigmoid", lambda a: ops(a).sigmoid(a), _sigmoid_all),
-    "softplus": Activation("softplus", lambda a: ops(a).softplus(a), _softplus_all),
-}
-
-
-def get_activation(name: str) -> Activation:
-    try:
-        return ACTIVATIONS[name]
-    except KeyError:
-        raise ModelError(
-            f"activation '{name}' is not available; choose one of {', '.join(ACTIVATIONS)} "
-            "(twice differentiable: the reduced dynamics use the decoder's Hessian)"
-        ) from None
-
-
-# ------------------------------------------------------------------ MLP propagation
-
-
-def _linear_dim1(W, T):
-    """``W`` applied along dim 1 of ``T`` (B, i, ...), as one (B ..., i) x (i, o) product:
-    einsum lowers ``"oi,bim->bom"`` with few columns to a broadcast multiply, ~5x slower."""
-    mv = ops(T).movedim
-    return mv(mv(T, 1, -1) @ W.T, -1, 1)
-
-
-def mlp(layers, activation: Activation, z):
-    """An MLP's value: hidden layers with ``activation``, a linear output layer."""
-    affine = ops(z).affine
-    for k, (W, b) in enumerate(layers):
-        z = affine(z, W, b)
-        if k < len(layers) - 1:
-            z = activation.value(z)
-    return z
-
-
-def mlp_jh(layers, activation: Activation, z, Jz, Hz):
-    """Propagate value (B, n), Jacobian (B, n, m) and Hessian (B, n, m, m) (or None):
-
-    * affine layer  ``a = W z + b``:  ``Ja = W Jz``, ``Ha = W Hz``;
-    * activation    ``z = s(a)``:     ``Jz = s'(a) Ja``, ``Hz = s''(a) Ja Ja^T + s'(a) Ha``.
-    """
-    affine = ops(z).affine
-    for k, (W, b) in enumerate(layers):
-        z = affine(z, W, b)
-        Jz = _linear_dim1(W, Jz)
-        if Hz is not None:
-            Hz = _linear_dim1(W, Hz)
-        if k < len(layers) - 1:
-            z, d1, d2 = activation.all(z)
-            if Hz is not None:
-                Hz = d2[..., None, None] * Jz[..., :, None] * Jz[..., None, :] + d1[..., None, None] * Hz
-            Jz = d1[..., None] * Jz
-    return z, Jz, Hz
 
 
 def decoder_features(q, angles, q_mean, q_scale, second: bool = True):
@@ -270,6 +183,9 @@ def spring_force(terms: ManifoldTerms, v):
     n = terms.sd / length[..., None]
     ldot = o.einsum("bsi,bsim,bm->bs", n, terms.sDJ, v)
     tension = s.k * (length - s.L0) + s.c * ldot
+    laws = getattr(s, "laws", None)
+    if laws is not None and len(laws):  # recorded springs' learned laws
+        tension = tension + laws.tension(length, ldot)
     return -o.einsum("bsim,bsi->bm", terms.sDJ, n * tension[..., None])
 
 
@@ -304,23 +220,6 @@ def unwrap_angles(q: np.ndarray, angles) -> np.ndarray:
         if a:
             q[:, i] = np.unwrap(q[:, i])
     return q
-
-
-@dataclass(frozen=True)
-class MLPWeights:
-    """An MLP's weights, ``W`` (out, in) and ``b`` (out,) per layer, and its activation."""
-
-    weights: tuple[np.ndarray, ...]
-    biases: tuple[np.ndarray, ...]
-    activation: str
-
-    @property
-    def layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        return list(zip(self.weights, self.biases))
-
-    @property
-    def widths(self) -> list[int]:
-        return [self.weights[0].shape[1]] + [W.shape[0] for W in self.weights]
 
 
 @dataclass(frozen=True)
@@ -450,6 +349,9 @@ class ManifoldModel:
             arrays[f"decoder.W{i}"], arrays[f"decoder.b{i}"] = W, b
         params = {"step_map": self.step_map_name,
                   "decoder": {"widths": self.decoder.widths, "activation": self.decoder.activation}}
+        if self.springs.laws is not None and len(self.springs.laws):
+            params["spring_laws"], law_arrays = self.springs.laws.to_saved()
+            arrays.update(law_arrays)
         if self.library is not None and len(self.library):
             lib = self.library
             params["identify"] = {"terms": len(lib), "groups": list(lib.groups), "kappa": lib.kappa}
@@ -479,6 +381,8 @@ class ManifoldModel:
                              f"and end with {n_x} (the natural coordinates)")
         for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
             shapes[f"decoder.W{i}"], shapes[f"decoder.b{i}"] = (b, a), (b,)
+        if "spring_laws" in params:
+            shapes.update(SpringLaws.array_shapes(params["spring_laws"], n_s))
         if "identify" in params:
             n_t = int(params["identify"]["terms"])
             shapes.update({"identify.kinds": (n_t, 3), "identify.index": (n_t, 3), "identify.param": (n_t, 3),
@@ -509,8 +413,11 @@ class ManifoldModel:
         encoder = None if enc["kind"] == "linear" else MLPWeights(*layers("encoder", len(enc["widths"]) - 1),
                                                                   enc["activation"])
         get = arrays.get
+        laws = None
+        if "spring_laws" in params:
+            laws = SpringLaws.from_saved(params["spring_laws"], arrays, len(arrays["spring_k"]))
         springs = SpringModel(arrays["spring_D"], arrays["spring_e"], arrays["spring_k"], arrays["spring_c"],
-                              arrays["spring_L0"])
+                              arrays["spring_L0"], laws)
         get_step_map(params["step_map"])  # an unknown map is refused here, not at the first step
         get_activation(dec["activation"])
         library = None

@@ -49,6 +49,7 @@ from ...mechanics.natural import poses_from_nc
 from ...mechanics.rotations import matrix_to_quaternion
 from ...reduced.envelope import LEAVE_THRESHOLD, sample_points
 from ...reduced.manifold import ManifoldModel, spring_force
+from ...reduced.spring_laws import HIDDEN as LAW_HIDDEN
 from ..common import LOG_CATEGORIES, artifact_members, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
 
@@ -137,6 +138,18 @@ def _csr(A: np.ndarray) -> tuple[list[int], list[int], list[float]]:
     return row, col, val
 
 
+def _law_size(n_in: int) -> int:
+    h1, h2 = LAW_HIDDEN
+    return h1 * n_in + h1 + h2 * h1 + h2 + h2 + 1
+
+
+def _packed(w) -> list[float]:
+    out: list[float] = []
+    for W, b in w.layers:
+        out += np.asarray(W).ravel().tolist() + np.asarray(b).ravel().tolist()
+    return out
+
+
 def instantiation_token(model_dir: Path, fmi_version: int, interface: str) -> str:
     h = model_digest(model_dir, f"native fmi{fmi_version} {interface}")
     return "{" + str(uuid.UUID(hex=h[:32], version=4)) + "}"
@@ -192,6 +205,12 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     P_h = sp.D @ SW
     p_h = sp.D @ x0 + sp.e
     lib = model.library.pruned() if model.library is not None else None
+    laws = list(sp.laws.laws) if sp.laws is not None else []
+    for law in laws:
+        if law.g.widths != [1, *LAW_HIDDEN, 1] or law.h.widths != [2, *LAW_HIDDEN, 1] or \
+                law.g.activation != "tanh" or law.h.activation != "tanh":
+            raise ExportError(f"{artifact.path}: spring law {law.spring}: the native backend generates C for laws of "
+                              f"widths 1/2-{'-'.join(map(str, LAW_HIDDEN))}-1 with tanh; use --backend python")
     n_t = 0 if lib is None else len(lib)
     env = artifact.envelope
     defines = {
@@ -201,6 +220,8 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
         "MC2FMU_NT": n_t,
+        "MC2FMU_NLAW": len(laws), "MC2FMU_LAW_H1": LAW_HIDDEN[0], "MC2FMU_LAW_H2": LAW_HIDDEN[1],
+        "MC2FMU_LAW_G_SIZE": _law_size(1), "MC2FMU_LAW_H_SIZE": _law_size(2),
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[model.decoder.activation]} /* {model.decoder.activation} */",
         "MC2FMU_STEP_CENTRED": f"{int(model.step_map_name == 'centred')} /* step map {model.step_map_name} */",
         "MC2FMU_DT": _c_double(artifact.dt),
@@ -248,6 +269,20 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
             _array("double", "mc2fmu_spring_k", sp.k, comment="stiffness k_s, N/m"),
             _array("double", "mc2fmu_spring_c", sp.c, comment="damping c_s, N s/m"),
             _array("double", "mc2fmu_spring_L0", sp.L0, comment="rest length L0_s, m"),
+        ]
+    if laws:
+        law_of = [-1] * n_s
+        for k, law in enumerate(laws):
+            law_of[law.spring] = k
+        arrays += [
+            _array("int", "mc2fmu_law_of_spring", law_of, per_line=16, comment="recorded springs' learned laws "
+                   "(NLAW): the law of spring s, -1 for a linear spring"),
+            _array("double", "mc2fmu_law_norm", [v for law in laws for v in law.norm],
+                   comment="per law: l_mean, l_scale, ldot_scale, T_scale"),
+            _array("double", "mc2fmu_law_g", [v for law in laws for v in _packed(law.g)],
+                   comment="per law: g's W0, b0, W1, b1, W2, b2"),
+            _array("double", "mc2fmu_law_h", [v for law in laws for v in _packed(law.h)],
+                   comment="per law: h's W0, b0, W1, b1, W2, b2"),
         ]
     if n_t:
         arrays += [

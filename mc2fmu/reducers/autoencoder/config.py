@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass, field
 
 from ...errors import TrainingError
-from ...reduced.manifold import ACTIVATIONS
+from ...reduced.mlp import ACTIVATIONS
 from ...reduced.step_maps import STEP_MAPS
-from ...reduced.terms import GROUPS, parse_groups
+from ...reduced.terms import DEFAULT_GROUPS, GROUPS, parse_groups
 from ..base import int_list, name_list
 
 #: the two losses; "sim" is the default
@@ -86,8 +86,9 @@ class TrainConfig:
         "--identify", "identify forces the mechanism file does not describe (joint friction, unknown dampers) as "
         "sparse terms in the minimal coordinates, after seed 004: the residual of the trained model is regressed "
         "on a library of candidate terms by sequentially thresholded least squares, the kept terms are added to "
-        "the reduced dynamics and trained with it, and the equation is printed. GROUPS: comma list of "
-        + ", ".join(GROUPS) + " (default: all)", metavar="GROUPS", const="all"))
+        "the reduced dynamics and trained with it, and the equation is printed. GROUPS: a comma list of "
+        + ", ".join(GROUPS) + ", or all (default: " + ",".join(DEFAULT_GROUPS) + ": friction and damping)",
+        metavar="GROUPS", const="default"))
     kappa: float = field(default=0.05, metadata=_opt(
         "--kappa", "--identify: the sparsity threshold, relative: a term is dropped when its contribution's rms is "
         "below kappa times the unknown force's rms (default 0.05)"))

@@ -138,6 +138,10 @@ class TorchManifoldModel(nn.Module):
         springs = forces.springs if forces.springs is not None else SpringModel.empty(len(forces.f_g))
         for name, value in zip(self.SPRING_BUFFERS, (springs.D, springs.e, springs.k, springs.c, springs.L0)):
             self.register_buffer(name, _t(value))
+        # recorded springs' learned laws (fitted before training, fixed): numpy for the run-time
+        # model, float64 tensors for the dynamics here (and the ONNX graphs)
+        self.spring_laws = springs.laws if springs.laws is not None and len(springs.laws) else None
+        self._spring_laws_t = None if self.spring_laws is None else self.spring_laws.converted(_t)
         self.step_map_name = step_map
         self.step_map: StepMap = get_step_map(step_map)
         self.library: TermLibrary | None = None
@@ -173,7 +177,8 @@ class TorchManifoldModel(nn.Module):
     def springs(self) -> SimpleNamespace | None:
         if self.spring_k.shape[0] == 0:
             return None
-        return SimpleNamespace(D=self.spring_D, e=self.spring_e, k=self.spring_k, c=self.spring_c, L0=self.spring_L0)
+        return SimpleNamespace(D=self.spring_D, e=self.spring_e, k=self.spring_k, c=self.spring_c, L0=self.spring_L0,
+                               laws=self._spring_laws_t)
 
     def force(self, x: Tensor, u: Tensor) -> Tensor:
         """The force without the springs (they need the velocity; see :func:`acceleration`)."""
@@ -201,7 +206,7 @@ def to_runtime(model: TorchManifoldModel, dt: float, resources: dict[str, bytes]
     """The numpy run-time model of a trained torch model (the same numbers, no torch)."""
     a = lambda t: t.detach().numpy().copy()  # noqa: E731
     dec, enc = model.decoder, model.encoder
-    springs = SpringModel(*(a(getattr(model, b)) for b in model.SPRING_BUFFERS))
+    springs = SpringModel(*(a(getattr(model, b)) for b in model.SPRING_BUFFERS), model.spring_laws)
     if isinstance(enc, LinearEncoder):
         enc_parts = (None, None, None, a(enc.E), a(enc.e0))
     else:

@@ -45,8 +45,10 @@ boundaries, and a resumed run ends with exactly the weights of an uninterrupted 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -58,7 +60,8 @@ from torch.func import jvp
 
 from ...data.dataset import Dataset
 from ...errors import TrainingError
-from ...mechanics.natural import poses_from_nc
+from ...mechanics.natural import ForceModel, poses_from_nc
+from ...reduced.spring_laws import fit_laws
 from ...reduced.manifold import acceleration, known_rhs, wrap_to_pi
 from ...reduced.terms import TermLibrary, build_library, evaluate, parse_groups, stlsq
 from ..base import Checkpointer, TrainingInterrupted, config_to_dict
@@ -66,6 +69,7 @@ from .config import TrainConfig
 from .torch_model import Decoder, LinearEncoder, NeuralEncoder, TorchManifoldModel
 
 F64 = torch.float64
+log = logging.getLogger(__name__)
 
 def _scales(a: np.ndarray, floor: float) -> np.ndarray:
     s = a.std(axis=0)
@@ -205,7 +209,19 @@ def build_model(ds: Dataset, cfg: TrainConfig, angles: list[bool]) -> TorchManif
         q_mean, q_scale = np.zeros(cfg.dof), np.ones(cfg.dof)
     decoder = Decoder(cfg.dof, ds.layout.size, cfg.decoder_hidden(ds.layout.size), cfg.activation, angles, q_mean, q_scale,
                       x_mean, x_scale)
-    return TorchManifoldModel(decoder, encoder, ds.M, ds.forces, cfg.step_map)
+    return TorchManifoldModel(decoder, encoder, ds.M, with_spring_laws(ds, cfg), cfg.step_map)
+
+
+def with_spring_laws(ds: Dataset, cfg: TrainConfig) -> ForceModel:
+    """The dataset's force model, with the learned laws of its recorded springs (fitted here on
+    the data's lengths, rates and recorded tensions; see :mod:`mc2fmu.reduced.spring_laws`)."""
+    springs = ds.forces.springs
+    if springs is None or not any(sp.recorded for sp in ds.mechanism.springs):
+        return ds.forces
+    laws, residual = fit_laws(springs, ds.mechanism.springs, ds.x, ds.xd, ds.tensions, seed=cfg.seed)
+    for name, r in residual.items():
+        log.info("spring '%s': learned law, rms tension residual %.2e of the recorded tension's rms", name, r)
+    return dataclasses.replace(ds.forces, springs=dataclasses.replace(springs, laws=laws))
 
 
 @dataclass

@@ -226,6 +226,10 @@ typedef struct {
     double sg[MC2FMU_NS][MC2FMU_NQ];            /* spring s: Jh^T P_s^T n_s, so ldot_s = sg_s . v */
     double sk[MC2FMU_NS];                       /* spring s: k_s (l_s - L0_s), the elastic tension */
 #endif
+#if MC2FMU_NLAW > 0
+    double sl[MC2FMU_NS];                       /* spring s: its length l_s */
+    double sgl[MC2FMU_NS];                      /* spring s: its learned elastic tension g(l_s) (law springs) */
+#endif
 #if MC2FMU_NT > 0
     double u[MC2FMU_NU1];                       /* the input the identified terms see */
 #endif
@@ -240,6 +244,46 @@ typedef struct {
 static mc2fmu_rows mc2fmu_terms_rows(mc2fmu_terms *T) {
     return T->zb ? T->bufB : T->bufA;
 }
+
+#if MC2FMU_NLAW > 0
+/* a recorded spring's learned law (mc2fmu/reduced/spring_laws.py): an MLP n_in -> H1 -> H2 -> 1
+   with tanh, its parameters packed W0 (H1 x n_in), b0, W1 (H2 x H1), b1, W2 (1 x H2), b2 */
+static double mc2fmu_law_net(const double *p, int n_in, const double *in) {
+    double h1[MC2FMU_LAW_H1], h2[MC2FMU_LAW_H2], acc;
+    const double *W0 = p, *b0 = W0 + MC2FMU_LAW_H1 * n_in, *W1 = b0 + MC2FMU_LAW_H1;
+    const double *b1 = W1 + MC2FMU_LAW_H2 * MC2FMU_LAW_H1, *W2 = b1 + MC2FMU_LAW_H2, *b2 = W2 + MC2FMU_LAW_H2;
+    int i, j;
+    for (i = 0; i < MC2FMU_LAW_H1; i++) {
+        acc = 0.0;
+        for (j = 0; j < n_in; j++) acc += in[j] * W0[i * n_in + j];
+        h1[i] = tanh(acc + b0[i]);
+    }
+    for (i = 0; i < MC2FMU_LAW_H2; i++) {
+        acc = 0.0;
+        for (j = 0; j < MC2FMU_LAW_H1; j++) acc += h1[j] * W1[i * MC2FMU_LAW_H1 + j];
+        h2[i] = tanh(acc + b1[i]);
+    }
+    acc = 0.0;
+    for (j = 0; j < MC2FMU_LAW_H2; j++) acc += h2[j] * W2[j];
+    return acc + b2[0];
+}
+
+/* law k's elastic tension g(l) and damping coefficient h(l, ldot) >= 0 (softplus, torch's threshold 20) */
+static double mc2fmu_law_elastic(int k, double l) {
+    const double *nm = mc2fmu_law_norm + 4 * k;
+    const double z = (l - nm[0]) / nm[1];
+    return mc2fmu_law_net(mc2fmu_law_g + (size_t)k * MC2FMU_LAW_G_SIZE, 1, &z) * nm[3];
+}
+
+static double mc2fmu_law_damping(int k, double l, double ldot) {
+    const double *nm = mc2fmu_law_norm + 4 * k;
+    double in[2], a;
+    in[0] = (l - nm[0]) / nm[1];
+    in[1] = ldot / nm[2];
+    a = mc2fmu_law_net(mc2fmu_law_h + (size_t)k * MC2FMU_LAW_H_SIZE, 2, in);
+    return (a > 20.0 ? a : log1p(exp(a))) * (nm[3] / nm[2]);
+}
+#endif
 
 #if MC2FMU_NS > 0
 /* the springs' velocity-independent part at h, Jh (the packed rows Z): sg_s and k_s (l_s - L0_s) */
@@ -262,6 +306,10 @@ static void mc2fmu_eval_springs(mc2fmu_rows Z, mc2fmu_terms *T) {
             T->sg[s][j] = acc;
         }
         T->sk[s] = mc2fmu_spring_k[s] * (l - mc2fmu_spring_L0[s]);
+#if MC2FMU_NLAW > 0
+        T->sl[s] = l;
+        T->sgl[s] = mc2fmu_law_of_spring[s] >= 0 ? mc2fmu_law_elastic(mc2fmu_law_of_spring[s], l) : 0.0;
+#endif
     }
 }
 #endif
@@ -383,6 +431,10 @@ static void mc2fmu_spring_force(const mc2fmu_terms *T, const double *v, double *
         double ldot = 0.0, tension;
         for (j = 0; j < MC2FMU_NQ; j++) ldot += T->sg[s][j] * v[j];
         tension = T->sk[s] + mc2fmu_spring_c[s] * ldot;
+#if MC2FMU_NLAW > 0
+        if (mc2fmu_law_of_spring[s] >= 0) /* the learned law, added as numpy adds it */
+            tension = tension + (T->sgl[s] + ldot * mc2fmu_law_damping(mc2fmu_law_of_spring[s], T->sl[s], ldot));
+#endif
         for (j = 0; j < MC2FMU_NQ; j++) fs[j] -= T->sg[s][j] * tension;
     }
 }

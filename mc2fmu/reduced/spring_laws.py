@@ -1,0 +1,217 @@
+"""Learned laws of recorded force elements (``law = "recorded"`` springs, after seed 001).
+
+A tool that exports an element's *force* but not its *law* (a progressive spring, a bump stop,
+a digressive damper) gives, per sample, the element's tension ``T`` with its length ``l`` and
+rate ``ldot`` (both exact from the exported poses).  mc2fmu learns the element's law in the
+element's own coordinates,
+
+    T(l, ldot) = k (l - L0) + c ldot  +  g(l)  +  ldot h(l, ldot),   h = softplus(...) >= 0,
+
+(the linear part is the mechanism file's, zero when it gives none), two small MLPs ``g`` and
+``h`` on normalised ``l`` and ``ldot``.  Then:
+
+* the elastic part depends on ``l`` alone, so it has a potential (``U(l) = int g dl``): the
+  element is conservative by construction;
+* the damper's power ``-ldot^2 h <= 0``: it never generates energy, by construction;
+* the reduced dynamics project it like any spring, ``J^T f_spring(x, J qdot)``: the law holds in
+  every configuration, not only along the training path.
+
+This is seed 001's NN potential and NN damper taken one step closer to the element: the seed
+fits ``U(q)`` and ``d(q, qdot)`` in the minimal coordinates, which ties the learned force to the
+chart and to the states the training visited; the element-space law is the same force wherever
+the mechanism goes, and its C form needs no network gradient.
+
+Evaluation is written once for numpy and torch (the same arithmetic in training, ``simulate``,
+the ONNX graphs; the native backend generates the same loops in C).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .array_ops import ops
+from .mlp import MLPWeights, get_activation, mlp
+
+#: hidden widths of g and h
+HIDDEN = (16, 16)
+
+
+def _softplus(a):
+    return ops(a).softplus(a)
+
+
+@dataclass(frozen=True)
+class SpringLaw:
+    """One recorded spring's learned remainder: ``g`` (1 -> 1) and ``h`` (2 -> 1) on
+    ``z = (l - norm[0]) / norm[1]``, ``w = ldot / norm[2]``, tensions in units of ``norm[3]``."""
+
+    spring: int  # index into the mechanism's springs
+    g: MLPWeights
+    h: MLPWeights
+    norm: Any  # (4,): l_mean, l_scale, ldot_scale, T_scale (an array or a tensor)
+
+    def elastic(self, length):
+        z = (length - self.norm[0]) / self.norm[1]
+        return mlp(self.g.layers, get_activation(self.g.activation), z[:, None])[:, 0] * self.norm[3]
+
+    def damping(self, length, ldot):
+        """The damping coefficient ``h(l, ldot) >= 0`` (N s/m)."""
+        o = ops(length)
+        z = o.stack([(length - self.norm[0]) / self.norm[1], ldot / self.norm[2]], 1)
+        return _softplus(mlp(self.h.layers, get_activation(self.h.activation), z)[:, 0]) * (self.norm[3] / self.norm[2])
+
+    def tension(self, length, ldot):
+        return self.elastic(length) + ldot * self.damping(length, ldot)
+
+
+@dataclass(frozen=True)
+class SpringLaws:
+    """The learned laws of a model's recorded springs (``n_springs`` springs in all)."""
+
+    laws: tuple[SpringLaw, ...]
+    n_springs: int
+
+    def __len__(self) -> int:
+        return len(self.laws)
+
+    def tension(self, length, ldot):
+        """The learned tensions (B, n_springs), zero for the springs without a law."""
+        o = ops(length)
+        cols = [length[:, s] * 0.0 for s in range(self.n_springs)]
+        for law in self.laws:
+            cols[law.spring] = law.tension(length[:, law.spring], ldot[:, law.spring])
+        return o.stack(cols, 1)
+
+    def converted(self, convert) -> "SpringLaws":
+        """The same laws with every array passed through ``convert`` (e.g. to torch tensors)."""
+        def weights(w: MLPWeights) -> MLPWeights:
+            return MLPWeights(tuple(convert(a) for a in w.weights), tuple(convert(a) for a in w.biases), w.activation)
+
+        return SpringLaws(tuple(SpringLaw(law.spring, weights(law.g), weights(law.h), convert(law.norm))
+                                for law in self.laws), self.n_springs)
+
+    # -------------------------------------------------------------- saving
+
+    def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
+        params, arrays = {"springs": [], "activation": "tanh"}, {}
+        for law in self.laws:
+            s = law.spring
+            params["springs"].append({"spring": s, "g": law.g.widths, "h": law.h.widths})
+            arrays[f"law{s}.norm"] = np.asarray(law.norm, dtype=np.float64)
+            for name, w in (("g", law.g), ("h", law.h)):
+                for i, (W, b) in enumerate(w.layers):
+                    arrays[f"law{s}.{name}.W{i}"], arrays[f"law{s}.{name}.b{i}"] = W, b
+        return params, arrays
+
+    @staticmethod
+    def array_shapes(params: dict, n_springs: int) -> dict[str, tuple[int, ...]]:
+        shapes: dict[str, tuple[int, ...]] = {}
+        seen = set()
+        for entry in params["springs"]:
+            s = int(entry["spring"])
+            if not 0 <= s < n_springs or s in seen:
+                raise ValueError(f"spring law for spring {s}: the mechanism has springs 0..{n_springs - 1}, one law each")
+            seen.add(s)
+            shapes[f"law{s}.norm"] = (4,)
+            for name, first in (("g", 1), ("h", 2)):
+                widths = [int(w) for w in entry[name]]
+                if widths[0] != first or widths[-1] != 1 or min(widths) < 1:
+                    raise ValueError(f"spring law {s}: {name} widths {widths} must go from {first} to 1")
+                for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+                    shapes[f"law{s}.{name}.W{i}"], shapes[f"law{s}.{name}.b{i}"] = (b, a), (b,)
+        return shapes
+
+    @classmethod
+    def from_saved(cls, params: dict, arrays: dict[str, np.ndarray], n_springs: int) -> "SpringLaws":
+        act = str(params.get("activation", "tanh"))
+        get_activation(act)
+        laws = []
+        for entry in params["springs"]:
+            s = int(entry["spring"])
+            norm = arrays[f"law{s}.norm"]
+            if not (norm[1] > 0 and norm[2] > 0 and norm[3] > 0):
+                raise ValueError(f"law{s}.norm: the scales (entries 2-4) must be > 0")
+
+            def weights(name: str) -> MLPWeights:
+                n = len(entry[name]) - 1
+                return MLPWeights(tuple(arrays[f"law{s}.{name}.W{i}"] for i in range(n)),
+                                  tuple(arrays[f"law{s}.{name}.b{i}"] for i in range(n)), act)
+
+            laws.append(SpringLaw(s, weights("g"), weights("h"), norm))
+        return cls(tuple(laws), n_springs)
+
+
+# ------------------------------------------------------------------ fitting
+
+
+def fit_laws(springs, mechanism_springs, x: np.ndarray, xd: np.ndarray, tension: np.ndarray,
+             samples: int = 4000, iterations: int = 400, seed: int = 0) -> tuple[SpringLaws, dict]:
+    """Fit every recorded spring's remainder ``T - (k (l - L0) + c ldot)`` on (``l``, ``ldot``)
+    of the data (``x``, ``xd`` (n_t, n), the recorded ``tension`` (n_t, n_recorded) in mechanism
+    order) by L-BFGS on the mean squared tension error; returns the laws and each one's rms
+    residual relative to the recorded tension's rms."""
+    import torch
+
+    recorded = [i for i, sp in enumerate(mechanism_springs) if sp.recorded]
+    d = springs.vectors(x)
+    length = np.linalg.norm(d, axis=-1)
+    n = d / length[..., None]
+    ldot = np.einsum("tsi,sij,tj->ts", n, springs.D, xd)
+    idx = np.linspace(0, len(x) - 1, min(samples, len(x))).round().astype(int)
+    laws, report = [], {}
+    gen = torch.Generator().manual_seed(seed)
+    for r, s in enumerate(recorded):
+        sp = mechanism_springs[s]
+        l_s, v_s = length[idx, s], ldot[idx, s]
+        target = tension[idx, r] - (springs.k[s] * (l_s - springs.L0[s]) + springs.c[s] * v_s)
+        norm = np.array([l_s.mean(), max(l_s.std(), 1e-9), max(np.sqrt(np.mean(v_s**2)), 1e-12),
+                         max(np.sqrt(np.mean(tension[idx, r] ** 2)), 1e-12)])
+        nets = [_net((1,) + HIDDEN + (1,), gen), _net((2,) + HIDDEN + (1,), gen)]
+        L, V, Tt = (torch.as_tensor(a, dtype=torch.float64) for a in (l_s, v_s, target))
+        params = [p for net in nets for p in net.parameters()]
+        opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=50, line_search_fn="strong_wolfe",
+                                tolerance_grad=1e-12, tolerance_change=1e-15)
+        norm_t = torch.as_tensor(norm)
+
+        def law_of(nets) -> SpringLaw:
+            return SpringLaw(s, _torch_weights(nets[0]), _torch_weights(nets[1]), norm_t)
+
+        def closure():
+            opt.zero_grad()
+            pred = law_of(nets).tension(L, V)
+            loss = ((pred - Tt) / norm_t[3]).pow(2).mean()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        with torch.no_grad():
+            resid = (law_of(nets).tension(L, V) - Tt).numpy()
+        law = SpringLaw(s, _numpy_weights(nets[0]), _numpy_weights(nets[1]), norm)
+        laws.append(law)
+        report[sp.name] = float(np.sqrt(np.mean(resid**2)) / norm[3])
+    return SpringLaws(tuple(laws), len(mechanism_springs)), report
+
+
+def _net(widths, gen):
+    import torch
+
+    layers = []
+    for a, b in zip(widths[:-1], widths[1:]):
+        lin = torch.nn.Linear(a, b, dtype=torch.float64)
+        with torch.no_grad():
+            lin.weight.copy_(torch.randn(b, a, generator=gen, dtype=torch.float64) * (1.0 / a) ** 0.5)
+            lin.bias.zero_()
+        layers.append(lin)
+    return torch.nn.ModuleList(layers)
+
+
+def _torch_weights(net) -> MLPWeights:
+    return MLPWeights(tuple(layer.weight for layer in net), tuple(layer.bias for layer in net), "tanh")
+
+
+def _numpy_weights(net) -> MLPWeights:
+    return MLPWeights(tuple(layer.weight.detach().numpy().copy() for layer in net),
+                      tuple(layer.bias.detach().numpy().copy() for layer in net), "tanh")
