@@ -90,6 +90,10 @@ def build(model: Model, signals: Sequence[Callable[[float], float]], sensors: Se
             )
 
     for s in model.springs:  # ground markers sit on the ground object, whose frame is the global one
+        extra = {}
+        if not s.linear:  # its law as the connector's user function (deltaL = l - reference length)
+            extra["springForceUserFunction"] = (
+                lambda mbs, t, item, stretch, ldot, stiffness, damping, force, s=s: float(s.tension(stretch, ldot)))
         mbs.CreateSpringDamper(
             name=s.name,
             itemNumbers=[objects[s.body_a], objects[s.body_b]],
@@ -99,6 +103,7 @@ def build(model: Model, signals: Sequence[Callable[[float], float]], sensors: Se
             stiffness=float(s.stiffness),
             damping=float(s.damping),
             show=False,
+            **extra,
         )
 
     for fr in model.frictions:  # a torsional connector whose user function is the friction law

@@ -153,12 +153,37 @@ class Spring:
     stiffness: float  # N/m
     damping: float  # N s/m
     length: float  # rest length, m
+    cubic: float = 0.0  # N/m^3: a progressive spring, + cubic (l - length)^3
+    digressive: float = math.inf  # m/s: a digressive damper's knee (slope damping below, high_speed x above)
+    high_speed: float = 1.0  # a digressive damper's slope above its knee, relative to damping
+    recorded: bool = False  # the mechanism file says law = "recorded" and the runs carry the tension
 
     def __post_init__(self):
         if self.body_a == self.body_b:
             raise ValueError(f"spring '{self.name}': body_a and body_b must differ")
         if self.stiffness < 0 or self.damping < 0 or self.length <= 0:
             raise ValueError(f"spring '{self.name}': needs stiffness >= 0, damping >= 0, length > 0")
+
+    @property
+    def linear(self) -> bool:
+        return self.cubic == 0.0 and math.isinf(self.digressive)
+
+    def tension(self, stretch, ldot):
+        """``T`` at ``stretch = l - length`` and ``ldot`` (numbers or arrays)."""
+        return self.elastic(stretch) + self.damper(ldot)
+
+    def elastic(self, stretch):
+        return self.stiffness * stretch + self.cubic * stretch**3
+
+    def damper(self, ldot):
+        """``c (r ldot + (1 - r) v_k tanh(ldot / v_k))``: slope ``c`` at rest, ``r c`` beyond the knee ``v_k``."""
+        if math.isinf(self.digressive):
+            return self.damping * ldot
+        r, vk = self.high_speed, self.digressive
+        return self.damping * (r * ldot + (1.0 - r) * vk * np.tanh(ldot / vk))
+
+    def potential(self, stretch):
+        return 0.5 * self.stiffness * stretch**2 + 0.25 * self.cubic * stretch**4
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,7 @@ def mechanism_dict(name: str | Model) -> dict:
                 "stiffness": float(s.stiffness),
                 "damping": float(s.damping),
                 "length": float(s.length),
+                **({"law": "recorded"} if s.recorded else {}),
             }
             for s in m.springs
         ]
@@ -316,9 +317,9 @@ def energy_balance(m: Model, run: dict) -> dict:
     dissipated = np.zeros_like(t)
     if m.springs:
         length, rate = spring_states(m, run)
-        k, c, rest = (np.array([getattr(s, a) for s in m.springs]) for a in ("stiffness", "damping", "length"))
-        potential = potential + 0.5 * (k * (length - rest) ** 2).sum(axis=1)
-        dissipated = cumulative_simpson((c * rate**2).sum(axis=1), x=t, initial=0.0)
+        for i, s in enumerate(m.springs):
+            potential = potential + s.potential(length[:, i] - s.length)
+            dissipated = dissipated + cumulative_simpson(s.damper(rate[:, i]) * rate[:, i], x=t, initial=0.0)
     for fr in m.frictions:  # friction's dissipation, from the recorded angular velocity
         w = run["omega"][:, [b.name for b in m.bodies].index(fr.body)] @ np.asarray(fr.axis, dtype=float)
         dissipated = dissipated + cumulative_simpson(-fr.torque(w) * w, x=t, initial=0.0)
@@ -367,7 +368,14 @@ def write_run_file(name: str, excitation: str, out_dir) -> dict:
     run = simulate(name, excitation)
     path = Path(out_dir) / name / "runs" / f"{excitation}.csv.gz"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_run(path, run["t"], run["body_names"], run["origin"], run["rotation"], run["input_names"], run["u"])
+    m = model(name)
+    extra = {}
+    if any(s.recorded for s in m.springs):  # what a tool exporting element forces writes
+        length, rate = spring_states(m, run)
+        extra = {f"{s.name}.tension": s.tension(length[:, i] - s.length, rate[:, i])
+                 for i, s in enumerate(m.springs) if s.recorded}
+    write_run(path, run["t"], run["body_names"], run["origin"], run["rotation"], run["input_names"], run["u"],
+              extra=extra)
     back = read_run(path, load_mechanism(toml_path))
     run["path"] = str(path)
     run["info"]["file_joint_error"] = max(joint_errors(model(name), back.origin, back.rotation).values())

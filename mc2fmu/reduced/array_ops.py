@@ -21,7 +21,7 @@ def _np_softplus(a):
 
 
 _NUMPY = SimpleNamespace(
-    einsum=np.einsum, sqrt=np.sqrt, cos=np.cos, sin=np.sin, tanh=np.tanh,
+    einsum=np.einsum, sqrt=np.sqrt, cos=np.cos, sin=np.sin, tanh=np.tanh, abs=np.abs,
     sigmoid=lambda a: 1.0 / (1.0 + np.exp(-a)), softplus=_np_softplus,
     stack=lambda xs, axis: np.stack(xs, axis=axis), movedim=np.moveaxis,
     zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
@@ -39,7 +39,7 @@ def ops(a: Array) -> SimpleNamespace:
         import torch
 
         _TORCH = SimpleNamespace(
-            einsum=torch.einsum, sqrt=torch.sqrt, cos=torch.cos, sin=torch.sin, tanh=torch.tanh,
+            einsum=torch.einsum, sqrt=torch.sqrt, cos=torch.cos, sin=torch.sin, tanh=torch.tanh, abs=torch.abs,
             sigmoid=torch.sigmoid, softplus=torch.nn.functional.softplus,
             stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
             zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),

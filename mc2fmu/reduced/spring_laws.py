@@ -5,13 +5,15 @@ a digressive damper) gives, per sample, the element's tension ``T`` with its len
 rate ``ldot`` (both exact from the exported poses).  mc2fmu learns the element's law in the
 element's own coordinates,
 
-    T(l, ldot) = k (l - L0) + c ldot  +  g(l)  +  ldot h(l, ldot),   h = softplus(...) >= 0,
+    T(l, ldot) = k (l - L0) + c ldot  +  g(l)  +  ldot (h(l, ldot) - c),   h = softplus(...) >= 0,
 
 (the linear part is the mechanism file's, zero when it gives none), two small MLPs ``g`` and
-``h`` on normalised ``l`` and ``ldot``.  Then:
+``h`` on normalised ``l`` and ``ldot``: ``h`` is the element's whole damping coefficient, so
+the learned remainder may soften the given damper (a digressive one) but never make it active.
+Then:
 
-* the elastic part depends on ``l`` alone, so it has a potential (``U(l) = int g dl``): the
-  element is conservative by construction;
+* the elastic part depends on ``l`` alone, so it has a potential (``U(l) = int (k (l - L0) +
+  g) dl``): the element is conservative by construction;
 * the damper's power ``-ldot^2 h <= 0``: it never generates energy, by construction;
 * the reduced dynamics project it like any spring, ``J^T f_spring(x, J qdot)``: the law holds in
   every configuration, not only along the training path.
@@ -45,8 +47,10 @@ def _softplus(a):
 
 @dataclass(frozen=True)
 class SpringLaw:
-    """One recorded spring's learned remainder: ``g`` (1 -> 1) and ``h`` (2 -> 1) on
-    ``z = (l - norm[0]) / norm[1]``, ``w = ldot / norm[2]``, tensions in units of ``norm[3]``."""
+    """One recorded spring's learned remainder: ``g`` (1 -> 1) on ``z = (l - norm[0]) / norm[1]``
+    and ``h`` (3 -> 1) on ``z``, ``w = ldot / norm[2]`` and ``|w|`` (dampers are often functions
+    of the speed, with a kink at rest), tensions in units of ``norm[3]``;
+    ``norm[4]`` is the mechanism file's damping ``c`` (the learned damping is ``h - c``)."""
 
     spring: int  # index into the mechanism's springs
     g: MLPWeights
@@ -57,11 +61,16 @@ class SpringLaw:
         z = (length - self.norm[0]) / self.norm[1]
         return mlp(self.g.layers, get_activation(self.g.activation), z[:, None])[:, 0] * self.norm[3]
 
-    def damping(self, length, ldot):
-        """The damping coefficient ``h(l, ldot) >= 0`` (N s/m)."""
+    def total_damping(self, length, ldot):
+        """The element's damping coefficient ``h(l, ldot) >= 0`` (N s/m), the given ``c`` included."""
         o = ops(length)
-        z = o.stack([(length - self.norm[0]) / self.norm[1], ldot / self.norm[2]], 1)
+        w = ldot / self.norm[2]
+        z = o.stack([(length - self.norm[0]) / self.norm[1], w, o.abs(w)], 1)
         return _softplus(mlp(self.h.layers, get_activation(self.h.activation), z)[:, 0]) * (self.norm[3] / self.norm[2])
+
+    def damping(self, length, ldot):
+        """The learned part of the damping coefficient, ``h - c`` (N s/m)."""
+        return self.total_damping(length, ldot) - self.norm[4]
 
     def tension(self, length, ldot):
         return self.elastic(length) + ldot * self.damping(length, ldot)
@@ -115,8 +124,8 @@ class SpringLaws:
             if not 0 <= s < n_springs or s in seen:
                 raise ValueError(f"spring law for spring {s}: the mechanism has springs 0..{n_springs - 1}, one law each")
             seen.add(s)
-            shapes[f"law{s}.norm"] = (4,)
-            for name, first in (("g", 1), ("h", 2)):
+            shapes[f"law{s}.norm"] = (5,)
+            for name, first in (("g", 1), ("h", 3)):
                 widths = [int(w) for w in entry[name]]
                 if widths[0] != first or widths[-1] != 1 or min(widths) < 1:
                     raise ValueError(f"spring law {s}: {name} widths {widths} must go from {first} to 1")
@@ -132,8 +141,8 @@ class SpringLaws:
         for entry in params["springs"]:
             s = int(entry["spring"])
             norm = arrays[f"law{s}.norm"]
-            if not (norm[1] > 0 and norm[2] > 0 and norm[3] > 0):
-                raise ValueError(f"law{s}.norm: the scales (entries 2-4) must be > 0")
+            if not (norm[1] > 0 and norm[2] > 0 and norm[3] > 0 and norm[4] >= 0):
+                raise ValueError(f"law{s}.norm: the scales (entries 2-4) must be > 0 and the damping (5) >= 0")
 
             def weights(name: str) -> MLPWeights:
                 n = len(entry[name]) - 1
@@ -148,7 +157,7 @@ class SpringLaws:
 
 
 def fit_laws(springs, mechanism_springs, x: np.ndarray, xd: np.ndarray, tension: np.ndarray,
-             samples: int = 4000, iterations: int = 400, seed: int = 0) -> tuple[SpringLaws, dict]:
+             samples: int = 4000, iterations: int = 1500, seed: int = 0) -> tuple[SpringLaws, dict]:
     """Fit every recorded spring's remainder ``T - (k (l - L0) + c ldot)`` on (``l``, ``ldot``)
     of the data (``x``, ``xd`` (n_t, n), the recorded ``tension`` (n_t, n_recorded) in mechanism
     order) by L-BFGS on the mean squared tension error; returns the laws and each one's rms
@@ -168,8 +177,8 @@ def fit_laws(springs, mechanism_springs, x: np.ndarray, xd: np.ndarray, tension:
         l_s, v_s = length[idx, s], ldot[idx, s]
         target = tension[idx, r] - (springs.k[s] * (l_s - springs.L0[s]) + springs.c[s] * v_s)
         norm = np.array([l_s.mean(), max(l_s.std(), 1e-9), max(np.sqrt(np.mean(v_s**2)), 1e-12),
-                         max(np.sqrt(np.mean(tension[idx, r] ** 2)), 1e-12)])
-        nets = [_net((1,) + HIDDEN + (1,), gen), _net((2,) + HIDDEN + (1,), gen)]
+                         max(np.sqrt(np.mean(tension[idx, r] ** 2)), 1e-12), springs.c[s]])
+        nets = [_net((1,) + HIDDEN + (1,), gen), _net((3,) + HIDDEN + (1,), gen)]
         L, V, Tt = (torch.as_tensor(a, dtype=torch.float64) for a in (l_s, v_s, target))
         params = [p for net in nets for p in net.parameters()]
         opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=50, line_search_fn="strong_wolfe",

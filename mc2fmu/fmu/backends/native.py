@@ -207,10 +207,10 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     lib = model.library.pruned() if model.library is not None else None
     laws = list(sp.laws.laws) if sp.laws is not None else []
     for law in laws:
-        if law.g.widths != [1, *LAW_HIDDEN, 1] or law.h.widths != [2, *LAW_HIDDEN, 1] or \
+        if law.g.widths != [1, *LAW_HIDDEN, 1] or law.h.widths != [3, *LAW_HIDDEN, 1] or \
                 law.g.activation != "tanh" or law.h.activation != "tanh":
             raise ExportError(f"{artifact.path}: spring law {law.spring}: the native backend generates C for laws of "
-                              f"widths 1/2-{'-'.join(map(str, LAW_HIDDEN))}-1 with tanh; use --backend python")
+                              f"widths 1/3-{'-'.join(map(str, LAW_HIDDEN))}-1 with tanh; use --backend python")
     n_t = 0 if lib is None else len(lib)
     env = artifact.envelope
     defines = {
@@ -221,7 +221,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
         "MC2FMU_NT": n_t,
         "MC2FMU_NLAW": len(laws), "MC2FMU_LAW_H1": LAW_HIDDEN[0], "MC2FMU_LAW_H2": LAW_HIDDEN[1],
-        "MC2FMU_LAW_G_SIZE": _law_size(1), "MC2FMU_LAW_H_SIZE": _law_size(2),
+        "MC2FMU_LAW_G_SIZE": _law_size(1), "MC2FMU_LAW_H_SIZE": _law_size(3),
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[model.decoder.activation]} /* {model.decoder.activation} */",
         "MC2FMU_STEP_CENTRED": f"{int(model.step_map_name == 'centred')} /* step map {model.step_map_name} */",
         "MC2FMU_DT": _c_double(artifact.dt),
@@ -278,7 +278,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
             _array("int", "mc2fmu_law_of_spring", law_of, per_line=16, comment="recorded springs' learned laws "
                    "(NLAW): the law of spring s, -1 for a linear spring"),
             _array("double", "mc2fmu_law_norm", [v for law in laws for v in law.norm],
-                   comment="per law: l_mean, l_scale, ldot_scale, T_scale"),
+                   comment="per law: l_mean, l_scale, ldot_scale, T_scale, the given damping c"),
             _array("double", "mc2fmu_law_g", [v for law in laws for v in _packed(law.g)],
                    comment="per law: g's W0, b0, W1, b1, W2, b2"),
             _array("double", "mc2fmu_law_h", [v for law in laws for v in _packed(law.h)],

@@ -268,20 +268,22 @@ static double mc2fmu_law_net(const double *p, int n_in, const double *in) {
     return acc + b2[0];
 }
 
-/* law k's elastic tension g(l) and damping coefficient h(l, ldot) >= 0 (softplus, torch's threshold 20) */
+/* law k's elastic tension g(l) and learned damping coefficient h(l, ldot) - c, h >= 0 (softplus,
+   torch's threshold 20; c the mechanism file's damping) */
 static double mc2fmu_law_elastic(int k, double l) {
-    const double *nm = mc2fmu_law_norm + 4 * k;
+    const double *nm = mc2fmu_law_norm + 5 * k;
     const double z = (l - nm[0]) / nm[1];
     return mc2fmu_law_net(mc2fmu_law_g + (size_t)k * MC2FMU_LAW_G_SIZE, 1, &z) * nm[3];
 }
 
 static double mc2fmu_law_damping(int k, double l, double ldot) {
-    const double *nm = mc2fmu_law_norm + 4 * k;
-    double in[2], a;
+    const double *nm = mc2fmu_law_norm + 5 * k;
+    double in[3], a;
     in[0] = (l - nm[0]) / nm[1];
     in[1] = ldot / nm[2];
-    a = mc2fmu_law_net(mc2fmu_law_h + (size_t)k * MC2FMU_LAW_H_SIZE, 2, in);
-    return (a > 20.0 ? a : log1p(exp(a))) * (nm[3] / nm[2]);
+    in[2] = fabs(in[1]);
+    a = mc2fmu_law_net(mc2fmu_law_h + (size_t)k * MC2FMU_LAW_H_SIZE, 3, in);
+    return (a > 20.0 ? a : log1p(exp(a))) * (nm[3] / nm[2]) - nm[4]; /* the learned part: h - c */
 }
 #endif
 
