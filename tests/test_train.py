@@ -334,6 +334,35 @@ def test_resume_gives_the_uninterrupted_weights_bit_for_bit(toy_mechanism, toy_r
         assert torch.equal(got[k], reference[k]), k
 
 
+@pytest.mark.parametrize("stop_after", [5, 7], ids=["dense-library", "sparse-library"])
+def test_resume_with_identify_gives_the_uninterrupted_weights(toy_mechanism, toy_run, tmp_path, stop_after):
+    """--identify: interrupted while every library term trains (L-BFGS) or after the
+    thresholding (the identify phase), the resumed run ends with the same weights and terms."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
+
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(**TINY, identify="default", identify_iters=40)
+    reference = _uninterrupted(ds, cfg)
+    path = tmp_path / "m.checkpoint.pt"
+    # progress entries: adam 1, 26, 30, L-BFGS 20, 40, identify 20, 40; the checkpoint holds the
+    # state before the step that was interrupted
+    with pytest.raises(TrainingInterrupted):
+        train(ds, cfg, _interrupt_at(stop_after), Checkpointer(path, 0.0))
+    saved = torch.load(path, weights_only=True)
+    assert saved["phase"] == ("lbfgs" if stop_after == 5 else "identify")
+    if stop_after == 5:  # the dense library, every coefficient still in training
+        assert saved["library"] is not None and not saved["pruned"]
+    else:
+        assert saved["pruned"]
+    got = _weights(train(ds, cfg, None, Checkpointer(path, 0.0, resume=True)).model)
+    assert got.keys() == reference.keys()
+    for k in reference:
+        assert torch.equal(got[k], reference[k]), k
+
+
 def test_periodic_checkpoint_survives_a_crash(toy_mechanism, toy_run, tmp_path):
     """A process killed between writes (here: any exception but Ctrl-C) resumes from the last one."""
     from mc2fmu.data.dataset import load_training_data

@@ -84,9 +84,10 @@ class TrainConfig:
     rigidity_points: int = 1000
     identify: str = field(default="", metadata=_opt(
         "--identify", "identify forces the mechanism file does not describe (joint friction, unknown dampers) as "
-        "sparse terms in the minimal coordinates, after seed 004: the residual of the trained model is regressed "
-        "on a library of candidate terms by sequentially thresholded least squares, the kept terms are added to "
-        "the reduced dynamics and trained with it, and the equation is printed. GROUPS: a comma list of "
+        "sparse terms in the minimal coordinates, after seed 004: every candidate term of a library joins the "
+        "reduced dynamics with a zero coefficient and trains with the model, sequentially thresholded least "
+        "squares on the trained model's residual keeps the terms that matter, the model trains on with those, "
+        "and the equation is printed. GROUPS: a comma list of "
         + ", ".join(GROUPS) + ", or all (default: " + ",".join(DEFAULT_GROUPS) + ": friction and damping)",
         metavar="GROUPS", const="default"))
     kappa: float = field(default=0.05, metadata=_opt(

@@ -158,9 +158,9 @@ class TorchManifoldModel(nn.Module):
             return
         library = library if dense else library.pruned()
         self.library = library
-        Xi = _t(library.Xi)
+        Xi = _t(library.Xi).clone()  # a copy: training must not write into the library's arrays
         self.ident_Xi = nn.Parameter(Xi, requires_grad=trainable)
-        self.ident_param = nn.Parameter(_t(library.param), requires_grad=trainable)
+        self.ident_param = nn.Parameter(_t(library.param).clone(), requires_grad=trainable)
         self.register_buffer("ident_mask", torch.ones_like(Xi) if dense else (Xi != 0.0).to(F64))
 
     def identified_coefficients(self) -> Tensor:
