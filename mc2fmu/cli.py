@@ -428,6 +428,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     terms = ", ".join(f"{_TERM_NAMES[k]} {m[k]:.3e}" for k in _TERM_NAMES if k in m)
     if "train_seconds" in m:
         print(f"  {m['train_seconds']:.1f} s, loss: {terms}, validation {m['val_loss']:.3e}")
+    for name, r in (m.get("spring_law_residual") or {}).items():
+        print(f"  spring '{name}': learned law, rms tension residual {100 * r:.3f} % of the recorded tension")
     if "identified_terms" in m:
         lines = m.get("identified") or ["(none: the residual is below the threshold)"]
         print("  identified terms (generalized forces in the minimal coordinates, SI units):")

@@ -123,6 +123,7 @@ def test_the_model_carries_the_law(law_model):
 
     art = load_artifact(law_model[0])
     assert art.model.springs.laws is not None and len(art.model.springs.laws) == 1
+    assert 0 < art.training["metrics"]["spring_law_residual"]["strut"] < 0.01
     pts = sample_points(art.envelope, art.model, 8, seed=2)
     q, qd, u = (np.concatenate([p[k] for p in pts]) for k in ("q", "qd", "u"))
     bare = dataclasses.replace(art.model, springs=dataclasses.replace(art.model.springs, laws=None))

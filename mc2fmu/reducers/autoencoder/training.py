@@ -209,19 +209,24 @@ def build_model(ds: Dataset, cfg: TrainConfig, angles: list[bool]) -> TorchManif
         q_mean, q_scale = np.zeros(cfg.dof), np.ones(cfg.dof)
     decoder = Decoder(cfg.dof, ds.layout.size, cfg.decoder_hidden(ds.layout.size), cfg.activation, angles, q_mean, q_scale,
                       x_mean, x_scale)
-    return TorchManifoldModel(decoder, encoder, ds.M, with_spring_laws(ds, cfg), cfg.step_map)
+    forces, residual = with_spring_laws(ds, cfg)
+    model = TorchManifoldModel(decoder, encoder, ds.M, forces, cfg.step_map)
+    model.spring_law_residuals = residual  # the learned laws' fit, for the training record
+    return model
 
 
-def with_spring_laws(ds: Dataset, cfg: TrainConfig) -> ForceModel:
+def with_spring_laws(ds: Dataset, cfg: TrainConfig) -> tuple[ForceModel, dict[str, float]]:
     """The dataset's force model, with the learned laws of its recorded springs (fitted here on
-    the data's lengths, rates and recorded tensions; see :mod:`mc2fmu.reduced.spring_laws`)."""
+    the data's lengths, rates and recorded tensions; see :mod:`mc2fmu.reduced.spring_laws`), and
+    each law's rms tension residual relative to the recorded tension's rms."""
     springs = ds.forces.springs
     if springs is None or not any(sp.recorded for sp in ds.mechanism.springs):
-        return ds.forces
+        return ds.forces, {}
     laws, residual = fit_laws(springs, ds.mechanism.springs, ds.x, ds.xd, ds.tensions, seed=cfg.seed)
     for name, r in residual.items():
         log.info("spring '%s': learned law, rms tension residual %.2e of the recorded tension's rms", name, r)
-    return dataclasses.replace(ds.forces, springs=dataclasses.replace(springs, laws=laws))
+    forces = dataclasses.replace(ds.forces, springs=dataclasses.replace(springs, laws=laws))
+    return forces, residual
 
 
 @dataclass
@@ -437,6 +442,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
     T = make_windows(ds, cfg.samples, cfg.window)
     model = build_model(ds, cfg, angles)
+    law_fit = model.spring_law_residuals
     loss_fn = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, T), ds.layout)
 
     rng = np.random.default_rng(cfg.seed)
@@ -595,6 +601,8 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     with torch.no_grad():
         _, parts = loss_fn(T)
     seconds = time.perf_counter() - t0
+    if law_fit:
+        extra["spring_law_residual"] = law_fit
     metrics = {"val_loss": best["val"], **parts, **extra, "triplets": n, "train_seconds": seconds}
     return TrainResult(model, angles, history, metrics, seconds)
 
