@@ -157,6 +157,19 @@ def _assert_parity(model_dir, fmu, mech_path, run_path) -> dict:
     return summary
 
 
+def assert_exports_equal_simulate(model_dir, mech_path, run_path, tmp_path, backend: str, fmi: int,
+                                  interface: str) -> None:
+    """Export ``model_dir`` with ``backend``/``fmi``/``interface`` (a native export's self-check
+    within 1e-12) and check the FMU against `mc2fmu simulate` (:func:`_assert_parity`)."""
+    from mc2fmu.fmu.export import export_fmu
+
+    fmu = tmp_path / f"{backend}{fmi}.fmu"
+    summary = export_fmu(model_dir, fmu, backend, fmi, interface)
+    if backend == "native":
+        assert max(summary["native_max_difference"].values()) <= 1e-12
+    _assert_parity(model_dir, fmu, mech_path, run_path)
+
+
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_fmu_matches_mc2fmu_simulate(exported, reference_run, name):
     model_dir, fmu, mech_path, _ = exported(name)

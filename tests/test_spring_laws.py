@@ -134,15 +134,11 @@ def test_the_model_carries_the_law(law_model):
 @pytest.mark.parametrize("backend,fmi,interface", [("python", 2, "cs"), ("native", 2, "cs"), ("native", 3, "both")])
 def test_law_model_fmus_equal_simulate(law_model, reference_run, tmp_path, backend, fmi, interface):
     """Both backends, FMI 2 and 3: positions equal `mc2fmu simulate` to 1e-9 m on a held-out run."""
-    from mc2fmu.fmu.export import export_fmu
-    from tests.test_export import _assert_parity
+    from tests.test_export import assert_exports_equal_simulate
 
     model_dir, mech = law_model
-    fmu = tmp_path / f"{backend}{fmi}.fmu"
-    summary = export_fmu(model_dir, fmu, backend, fmi, interface)
-    if backend == "native":
-        assert max(summary["native_max_difference"].values()) <= 1e-12
-    _assert_parity(model_dir, fmu, mech, reference_run("macpherson_nl", "low")["path"])
+    assert_exports_equal_simulate(model_dir, mech, reference_run("macpherson_nl", "low")["path"], tmp_path,
+                                  backend, fmi, interface)
 
 
 def test_corrupt_law_arrays_are_refused(law_model, tmp_path):
