@@ -84,7 +84,7 @@ def side_paths(out_fmu: Path) -> tuple[Path, Path]:
 
 
 def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | os.PathLike,
-            validate_runs: list[str] | None = None, backend: str = "python", *, fmi_version: int = 2,
+            validate_runs: list[str] | None = None, backend: str | None = None, *, fmi_version: int = 2,
             interface: str = "cs", reducer: str | None = None,
             train_progress: Callable[[dict], None] | None = None,
             stage: Callable[[str], None] | None = None,
@@ -92,8 +92,10 @@ def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | o
     """Train on ``runs``, export ``out_fmu``, validate it on ``runs`` + ``validate_runs`` (with
     fmpy's co-simulation: an FMU exported for model exchange alone is exported, not validated)."""
     from .data.dataset import is_dataset
-    from .fmu.export import export_fmu, export_problems
+    from .fmu.export import DEFAULT_BACKEND, export_fmu, export_problems
     from .validation.validate import validate_fmu
+
+    backend = backend or DEFAULT_BACKEND
 
     out_fmu = Path(out_fmu)
     problems = export_problems(out_fmu, backend, fmi_version, interface)  # before anything is trained

@@ -145,3 +145,49 @@ def spinning_pendulum(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
     run = folder / "spin.csv"
     write_run(run, t, ["arm"], np.zeros((len(t), 1, 3)), rotation_about([0, 0, 1], theta)[:, None], ["tau"], tau[:, None])
     return folder / "spin.json", run, theta
+
+
+# ---- briefly trained models and their native FMUs (test_native, test_importers)
+
+TRAINED = ["four_bar", "slider_crank"]
+
+
+@pytest.fixture(scope="module")
+def trained(reference_run, tmp_path_factory):
+    """``trained(name)`` -> (model_dir, mechanism_path, train_run): four_bar and slider_crank
+    trained briefly (1 DOF); two_bar (2 DOF) and macpherson barely (export checks only)."""
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    cache: dict[str, tuple] = {}
+    root = tmp_path_factory.mktemp("native-models")
+
+    def get(name: str):
+        if name not in cache:
+            run = reference_run(name, "train")
+            mech = Path(run["path"]).parent.parent / "mechanism.toml"
+            cfg = (TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=40) if name in TRAINED else
+                   TrainConfig(dof=2 if name == "two_bar" else 1, samples=64, adam_epochs=2, lbfgs_iters=2))
+            fit(mech, [run["path"]], cfg, root / name)
+            cache[name] = (root / name, mech, run["path"])
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def native(trained, tmp_path_factory):
+    """``native(name, fmi, interface)`` -> (fmu_path, export summary), exported once."""
+    from mc2fmu.fmu.export import export_fmu
+
+    cache: dict[tuple, tuple] = {}
+    root = tmp_path_factory.mktemp("native-fmus")
+
+    def get(name: str, fmi: int = 2, interface: str = "cs"):
+        key = (name, fmi, interface)
+        if key not in cache:
+            fmu = root / f"{name}-fmi{fmi}-{interface}.fmu"
+            cache[key] = (fmu, export_fmu(trained(name)[0], fmu, "native", fmi, interface))
+        return cache[key]
+
+    return get

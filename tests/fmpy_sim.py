@@ -247,6 +247,64 @@ def misuse(req: dict) -> dict:
         load("truncated", blob[:-1])
         if req.get("both"):
             load("co-simulation state into model exchange", blob, started("ModelExchange"))
+    elif case == "python_state":  # the python backend's blob: SHA-256 (64 hex bytes), then JSON
+        import hashlib
+
+        fmu = started()
+        for k in range(5):
+            fmu.doStep(currentCommunicationPoint=k * 0.001, communicationStepSize=0.001)
+        blob = bytes(fmu.serializeFMUstate(fmu.getFMUstate()))
+
+        def load(name, data):
+            target = started()
+            st = call(name, target.deSerializeFMUstate, data)
+            if st is not None:
+                call(name + ": set", target.setFMUstate, st)
+                call(name + ": step", target.doStep, currentCommunicationPoint=0.005, communicationStepSize=0.001)
+            call(name + ": getReal", target.getReal, [vr["q[1]"]])
+            target.terminate()
+            target.freeInstance()
+
+        def forged(key, value):
+            state = json.loads(blob[64:])
+            state[key] = value
+            body = json.dumps(state).encode()
+            return hashlib.sha256(body).hexdigest().encode() + body
+
+        load("intact", blob)
+        for pos in (70, len(blob) // 2, len(blob) - 2):
+            flipped = bytearray(blob)
+            flipped[pos] ^= 0x10
+            load(f"bit flip at {pos}", bytes(flipped))
+        load("forged k = INT64_MIN", forged("k", -2**63))
+        load("forged k = 10**6", forged("k", 10**6))
+        load("forged t0 = NaN", forged("t0", float("nan")))
+        load("forged history = NaN", forged("hist", [[float("nan")]] * 3))
+        load("forged list", forged("u", "a string"))
+        load("truncated", blob[:-1])
+        load("empty", b"")
+    elif case == "references":  # value references and variables a host may get wrong
+        fmu = started()
+        call("getReal vr 4294967295", fmu.getReal, [4294967295])
+        call("setReal vr 4294967295", fmu.setReal, [4294967295], [1.0])
+        call("setReal on an output", fmu.setReal, [vr["q[1]"]], [1.0])
+        call("getInteger vr 0", fmu.getInteger, [0])
+        call("getReal after them", fmu.getReal, [vr["q[1]"]])
+        call("doStep after them", fmu.doStep, currentCommunicationPoint=0.0, communicationStepSize=0.001)
+        call("terminate", fmu.terminate)
+        fmu.freeInstance()
+    elif case == "after_failure":  # a failed call, then everything a host may still do
+        fmu = started()
+        call("setReal NaN", fmu.setReal, [vr[req["inputs"][0]]], [float("nan")])
+        for i in range(3):
+            call(f"getReal {i}", fmu.getReal, [vr["q[1]"]])
+            call(f"doStep {i}", fmu.doStep, currentCommunicationPoint=0.0, communicationStepSize=0.001)
+        call("terminate", fmu.terminate)
+        fmu.freeInstance()
+        fresh = started()
+        call("a fresh instance steps", fresh.doStep, currentCommunicationPoint=0.0, communicationStepSize=0.001)
+        fresh.terminate()
+        fresh.freeInstance()
     return {"calls": calls, "messages": messages}
 
 

@@ -18,6 +18,7 @@ from mc2fmu.cli import main
 from tests.fmu_helpers import run_json, start_values
 
 HOST = Path(__file__).with_name("fmu_host.py")
+FMPY_SIM = Path(__file__).with_name("fmpy_sim.py")
 MECHANISMS = ["four_bar", "slider_crank"]
 
 
@@ -38,7 +39,7 @@ def exported(reference_run, tmp_path_factory):
             model = root / f"{name}.model"
             fit(mech, [run["path"]], TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=40), model)
             fmu = root / f"{name}.fmu"
-            export_fmu(model, fmu)
+            export_fmu(model, fmu, "python")
             cache[name] = (model, fmu, mech, run["path"])
         return cache[name]
 
@@ -185,7 +186,7 @@ def test_angle_latent_fmu_matches_simulate_through_full_revolutions(spinning_pen
     mech, run, theta = spinning_pendulum
     art = fit(mech, [run], TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=60), tmp_path / "model")
     assert art.angles == (True,) and art.envelope.q_min[0] == -np.inf
-    export_fmu(tmp_path / "model", tmp_path / "spin.fmu")
+    export_fmu(tmp_path / "model", tmp_path / "spin.fmu", "python")
     summary = _assert_parity(tmp_path / "model", tmp_path / "spin.fmu", mech, run)
     assert summary["reached_stop_time"]
 
@@ -206,7 +207,7 @@ def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, na
     run = reference_run(name, "train")
     mech_path = Path(run["path"]).parent.parent / "mechanism.toml"
     fit(mech_path, [run["path"]], TrainConfig(dof=dof, samples=64, adam_epochs=2, lbfgs_iters=2), tmp_path / "m")
-    summary = export_fmu(tmp_path / "m", tmp_path / "m.fmu")
+    summary = export_fmu(tmp_path / "m", tmp_path / "m.fmu", "python")
     assert max(summary["onnx_max_difference"].values()) <= TOLERANCE
     assert validate_fmu(str(tmp_path / "m.fmu")) == []
     mech = load_mechanism(mech_path)
@@ -276,6 +277,89 @@ def test_non_finite_input_is_an_error_status_with_a_message(exported, tmp_path, 
     assert "fatal" in res["status"]["step"]  # and refuses to go on
     text = " ".join(m["message"] for m in res["messages"])
     assert "tau" in text and "must be finite" in text
+
+
+# ---------------------------------------------------------------------------- an adversarial host
+
+
+def _misuse(exported, tmp_path, case: str) -> tuple[dict, str]:
+    """One misuse case of ``fmpy_sim.py`` on the python FMU.  The host leaves without the
+    interpreter's finalisation: after an error status, pythonfmu 0.7 still corrupts the host's
+    heap there (README, "The python backend"; the native backend is the default for that)."""
+    model_dir, fmu = exported("four_bar")[:2]
+    res = run_json(FMPY_SIM, {"kind": "misuse", "case": case, "fmu": str(fmu), "start": start_values(model_dir),
+                              "inputs": ["tau"]}, tmp_path)
+    return dict(res["calls"]), " | ".join(m["message"] for m in res["messages"])
+
+
+@pytest.mark.parametrize("case, call, message", [
+    ("huge_step", "doStep h=1e20", "use smaller communication steps"),
+    ("wrong_time", "doStep from -5", "a communication step starts where the previous one ended"),
+    ("wrong_time", "doStep from 10", "the FMU is at t = 0"),
+    ("nan_start", "setupExperiment NaN", "start time nan refused"),
+    ("fixed_after_init", "set q_start after init", "q_start[1] cannot be changed after initialisation"),
+    ("after_terminate", "doStep after terminate", "doStep refused: the FMU is in its terminated phase"),
+    ("phases", "exitInitializationMode first", "exitInitializationMode refused: the FMU is in its instantiated"),
+    ("phases", "enterInitializationMode twice", "enterInitializationMode refused: the FMU is in its step phase"),
+    ("references", "getReal vr 4294967295", "value reference 4294967295 refused"),
+    ("references", "setReal on an output", "setReal of q[1] refused: it is an output"),
+])
+def test_python_fmu_refuses_misuse_with_a_message(exported, tmp_path, case, call, message):
+    """The python backend checks the FMI 2 state machine as the native one does: an error
+    status (pythonfmu 0.7 can only give fmi2Fatal) and a message that says why; the host
+    survives the call and the calls after it (run_json checks the exit code)."""
+    calls, text = _misuse(exported, tmp_path, case)
+    assert calls[call] != "ok" and "fatal" in calls[call].lower(), calls
+    assert message in text, text
+
+
+def test_python_fmu_survives_calls_after_a_failure(exported, tmp_path):
+    """After a refused input (pythonfmu 0.7's error path used to free the slave: the second or
+    third call after it segfaulted the host), every later call answers: getReal gives the
+    last outputs, doStep is refused with a message, terminate and free work, and a fresh
+    instance in the same process steps."""
+    calls, text = _misuse(exported, tmp_path, "after_failure")
+    assert calls["setReal NaN"] != "ok"
+    assert all(calls[f"getReal {i}"] == "ok" for i in range(3)), calls
+    assert all(calls[f"doStep {i}"] != "ok" for i in range(3)), calls
+    assert calls["terminate"] == "ok" and calls["a fresh instance steps"] == "ok", calls
+    assert "tau = nan refused" in text and "the FMU failed earlier" in text
+    calls, _ = _misuse(exported, tmp_path, "references")
+    assert calls["getReal after them"] == "ok" and calls["terminate"] == "ok", calls
+
+
+def test_python_fmu_serialized_state_cannot_be_forged(exported, tmp_path):
+    """The python backend's serialized state: a SHA-256 over its content; bit flips, a
+    truncated or empty blob fail it; forged content with a valid digest (grid index INT64_MIN
+    or far from its time, t0 = NaN, a NaN history, a string for the input) fails the field checks.  Each refusal
+    is an error with a message, the instance answers getReal afterwards, and the intact state
+    loads and steps."""
+    calls, text = _misuse(exported, tmp_path, "python_state")
+    assert calls["intact"] == "ok" and calls["intact: set"] == "ok" and calls["intact: step"] == "ok", calls
+    bad = [k for k in calls if ":" not in k and k != "intact"]
+    assert len(bad) == 10, calls
+    for k in bad:  # refused at deserialisation or at set, never stepped
+        assert calls[k] != "ok" or (calls[k + ": set"] != "ok" and calls[k + ": step"] != "ok"), (k, calls)
+        assert calls[k + ": getReal"] == "ok", (k, calls)
+    refusals = [m for m in text.split(" | ") if m.startswith("mc2fmu: FMU state refused")]
+    assert sum("the checksum does not match" in m for m in refusals) == 5  # 3 bit flips, truncated, empty
+    for reason in ("the grid index is not a non-negative integer", "a grid index that does not match its time",
+                   "a non-finite time", "a non-finite grid history",
+                   "'u' is not 1 finite numbers"):
+        assert reason in text, reason
+
+
+def test_python_fmu_input_set_after_initialisation_drives_the_first_step(exported, tmp_path):
+    """As in the native backend: the first grid step uses the input set before it, whether the
+    host set it before or after exitInitializationMode (the python FMU used to take the one
+    present at initialisation), and the run differs from one without that input."""
+    model_dir, fmu = exported("four_bar")[:2]
+    req = {"kind": "misuse", "case": "input_after_init", "fmu": str(fmu), "start": start_values(model_dir),
+           "inputs": ["tau"]}
+    with_u = run_json(FMPY_SIM, {**req, "u": [0.8]}, tmp_path)["runs"]
+    without = run_json(FMPY_SIM, {**req, "u": [0.0]}, tmp_path)["runs"]
+    assert np.array_equal(np.array(with_u[0]), np.array(with_u[1]))
+    assert np.abs(np.array(with_u[0]) - np.array(without[0])).max() > 1e-6
 
 
 def test_two_fmus_in_one_process(exported, reference_run, tmp_path):
@@ -388,19 +472,20 @@ def test_convert_meets_the_accuracy_targets_as_an_fmu(reference_run, tmp_path, c
     assert "report" in capsys.readouterr().out
 
 
-def test_convert_with_the_native_backend_fmi3_both(reference_run, tmp_path, capsys):
-    """`convert --backend native --fmi 3 --interface both`: trains, exports, validates (fmpy's
-    co-simulation) and prints the C check; the python backend refuses FMI 3 up front."""
+def test_convert_with_the_default_backend_fmi3_both(reference_run, tmp_path, capsys):
+    """`convert --fmi 3 --interface both` (the default backend is native): trains, exports,
+    validates (fmpy's co-simulation) and prints the C check; the python backend refuses FMI 3
+    up front."""
     run = reference_run("four_bar", "train")["path"]
     mech = Path(run).parent.parent / "mechanism.toml"
     brief = ["--dof", "1", "--samples", "64", "--adam-epochs", "2", "--lbfgs-iters", "2", "-q"]
     out = tmp_path / "fb.fmu"
-    assert main(["convert", str(mech), run, *brief, "--backend", "native", "--fmi", "3", "--interface", "both",
-                 "-o", str(out)]) == 0
+    assert main(["convert", str(mech), run, *brief, "--fmi", "3", "--interface", "both", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "C code matches the model" in printed and "model description: no problems" in printed
     result = json.loads((tmp_path / "fb.report" / "results.json").read_text())
     assert result["runs"][0]["run"] == "train" and result["model_description_problems"] == []
-    assert main(["convert", str(mech), run, *brief, "--fmi", "3", "-o", str(tmp_path / "py.fmu")]) == 2
+    assert main(["convert", str(mech), run, *brief, "--backend", "python", "--fmi", "3",
+                 "-o", str(tmp_path / "py.fmu")]) == 2
     assert "the python backend writes FMI 2.0 co-simulation only" in capsys.readouterr().err
     assert not (tmp_path / "py.fmu").exists() and not (tmp_path / "py.model").exists()

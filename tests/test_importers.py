@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from tests.fmu_helpers import run_json, start_values
-from tests.test_native import native, trained  # noqa: F401  (fixtures: briefly trained models, their FMUs)
 
 HOST = Path(__file__).parent / "cosim_host.py"
 N_STEPS = 500
@@ -51,7 +50,7 @@ def _require(module: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def python_fmu(trained, tmp_path_factory):  # noqa: F811
+def python_fmu(trained, tmp_path_factory):
     from mc2fmu.fmu.export import export_fmu
 
     fmu = tmp_path_factory.mktemp("importer-fmus") / "four_bar-python.fmu"
@@ -86,7 +85,7 @@ CASES = [  # (engine, module, backend, fmi, out of process)
 
 @pytest.mark.parametrize("engine, module, backend, fmi, proxy", CASES,
                          ids=[f"{e}-{b}-fmi{f}" + ("-proxy" if p else "") for e, _, b, f, p in CASES])
-def test_engine_gives_fmpys_result(engine, module, backend, fmi, proxy, trained, native, python_fmu,  # noqa: F811
+def test_engine_gives_fmpys_result(engine, module, backend, fmi, proxy, trained, native, python_fmu,
                                    drive, tmp_path):
     _require(module)
     fmu = python_fmu if backend == "python" else native("four_bar", fmi, "cs")[0]
@@ -141,7 +140,7 @@ def _ssp(directory: Path, fmu: Path, start: dict, gain: float, offset: float) ->
     return directory
 
 
-def test_libcosim_runs_an_ssp_of_two_connected_fmus(trained, native, tmp_path):  # noqa: F811
+def test_libcosim_runs_an_ssp_of_two_connected_fmus(trained, native, tmp_path):
     """libcosim reads the SSP (components, parameter bindings, a connection with a linear
     transformation) and steps both FMUs as fmpy does when the follower's input is the
     transformed plant output of the previous communication point."""

@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,11 @@ GRAPHS = ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx")
 
 def _rotations_source() -> str:
     """mc2fmu's rotation helpers as code for the slave script: the module's functions (its
-    ``from __future__`` line and imports dropped; the slave imports numpy itself)."""
+    ``from __future__`` line and imports dropped; the slave imports numpy itself), indented
+    for the block they are inserted in."""
     lines = Path(rotations.__file__).read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("def "))
-    return "\n".join(lines[start:])
+    return textwrap.indent("\n".join(lines[start:]), "    ")
 
 
 def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
