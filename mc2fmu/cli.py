@@ -12,6 +12,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+log = logging.getLogger("mc2fmu.cli")
+
 MAIN_HELP = """\
 mc2fmu turns multibody simulations into fast reduced models (FMUs).
 
@@ -448,6 +450,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     summary = simulate_file(args.model, args.mechanism, args.run, args.output)
     print(f"wrote {args.output}: {summary['samples']} samples")
+    if summary["diverged_at"] is not None:
+        log.warning("the reduced model's state is not finite from t = %.6g s on (it left the range it was trained "
+                    "on, or the model is broken): the rows from there on hold no values (nan)", summary["diverged_at"])
     print(f"  position NRMSE {100 * summary['nrmse']:.3f} %, max position error {summary['max_position_error']:.3e} m, "
           f"max rotation error {summary['max_rotation_error']:.3e} rad")
     left = summary["envelope_first_exit"]
@@ -592,7 +597,9 @@ class _progress_bar:
 
 class _CliLogFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"{record.levelname.lower()}: {record.getMessage()}"
+        from .errors import for_terminal
+
+        return "\n".join(for_terminal(record.getMessage(), f"{record.levelname.lower()}: "))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -612,13 +619,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.setLevel(level)
     logger.propagate = False
 
-    from .errors import Mc2fmuError
+    from .errors import Mc2fmuError, problem_lines
 
     try:
         return int(args.func(args) or 0)
     except Mc2fmuError as exc:
-        for line in exc.problems:
-            print(f"error: {line}", file=sys.stderr)
+        for line in problem_lines(exc.problems):
+            print(line, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

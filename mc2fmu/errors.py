@@ -60,3 +60,37 @@ class OutputError(Mc2fmuError):
 
 class ValidationError(Mc2fmuError):
     """An FMU could not be validated against reference runs."""
+
+
+#: what the CLI prints of one error: at most this many problems, lines per problem, characters per line
+MAX_PROBLEMS_SHOWN = 20
+MAX_LINES_PER_PROBLEM = 12
+MAX_LINE_CHARS = 500
+
+
+def for_terminal(text: str, prefix: str = "") -> list[str]:
+    """``text`` as terminal lines that cannot hurt: control characters (NUL, ANSI escapes, ...)
+    shown as ``\\xNN`` escapes, each line cut to :data:`MAX_LINE_CHARS`, at most
+    :data:`MAX_LINES_PER_PROBLEM` lines, the first prefixed with ``prefix`` and the others
+    indented (so no value read from a file can start a line of its own, e.g. a forged
+    ``error:``)."""
+    def clean(line: str) -> str:
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+        if len(line) > MAX_LINE_CHARS:
+            line = f"{line[:MAX_LINE_CHARS]}... ({len(line)} characters)"
+        return line
+
+    lines = text.split("\n")
+    shown = [clean(x) for x in lines[:MAX_LINES_PER_PROBLEM]]
+    if len(lines) > MAX_LINES_PER_PROBLEM:
+        shown.append(f"... ({len(lines) - MAX_LINES_PER_PROBLEM} more lines)")
+    return [prefix + shown[0]] + ["  " + x for x in shown[1:]]
+
+
+def problem_lines(problems: list[str], prefix: str = "error: ") -> list[str]:
+    """The lines the CLI prints for an error's problems (bounded: :func:`for_terminal`)."""
+    out = [line for p in problems[:MAX_PROBLEMS_SHOWN] for line in for_terminal(p, prefix)]
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        out.append(f"{prefix}... and {len(problems) - MAX_PROBLEMS_SHOWN} more problems of the same kind or others; "
+                   "fix these first")
+    return out

@@ -119,9 +119,9 @@ def run_ecos(req: dict) -> dict:
             path.chmod(path.stat().st_mode | 0o111)
 
     _, vr, outputs = _description(req["fmu"])
-    uri = str(Path(req["fmu"]).resolve())
-    if req.get("proxy"):
-        uri = f"proxyfmu://localhost?file={Path(req['fmu']).resolve()}"
+    fmu = Path(req["fmu"]).resolve()
+    os.chdir(fmu.parent)  # Ecos writes logs/ into the working directory
+    uri = f"proxyfmu://localhost?file={fmu}" if req.get("proxy") else str(fmu)
     structure = EcosSimulationStructure()
     structure.add_model("model", uri)
     structure.add_parameter_set("start", {f"model::{k}": v for k, v in req["start"].items()})

@@ -563,3 +563,40 @@ def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
     torch.save({**state, "step": n_steps, "best_state": nan_best}, path)
     with pytest.raises(TrainingError, match="non-finite weights"):
         train(ds, cfg, None, Checkpointer(path, resume=True))
+
+
+def test_damaged_checkpoints_are_refused_with_a_message(toy_mechanism, toy_run, tmp_path):
+    """A checkpoint of the right version whose fields are missing, of the wrong type or shape
+    (each used to end in a traceback) is a TrainingError that says to delete it."""
+    import torch
+
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer
+
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(**TINY)
+    path = tmp_path / "m.checkpoint.pt"
+    with pytest.raises(RuntimeError):
+        train(ds, cfg, _interrupt_at(5, RuntimeError), Checkpointer(path, 1e-9))
+    state = torch.load(path, weights_only=True)
+    first_weight = next(iter(state["model"]))
+    damaged = {
+        "config missing": {k: v for k, v in state.items() if k != "config"},
+        "config not JSON": {**state, "config": "{not json"},
+        "config a number": {**state, "config": "3"},
+        "data hash missing": {k: v for k, v in state.items() if k != "data_hash"},
+        "model missing": {k: v for k, v in state.items() if k != "model"},
+        "weights of the wrong shape": {**state, "model": {**state["model"], first_weight: torch.zeros(7, 3)}},
+        "best loss a string": {**state, "best_val": "low"},
+        "optimiser state garbage": {**state, "adam": {"state": 3}},
+        "rng state garbage": {**state, "rng": torch.zeros(3)},
+        "history a number": {**state, "history": 5},
+    }
+    for what, bad in damaged.items():
+        torch.save(bad, path)
+        with pytest.raises(TrainingError, match="delete it and run without --resume") as info:
+            train(ds, cfg, None, Checkpointer(path, resume=True))
+        assert str(path) in str(info.value), what

@@ -145,6 +145,14 @@ class Dataset:
                 )
 
 
+#: a spring shorter than this has no direction (its force would be 0/0)
+MIN_SPRING_LENGTH = 1e-9  # m
+
+
+def _sample(run: PoseRun, k: int) -> str:
+    return f"sample {k} (t = {run.t[k]:.6g} s)"
+
+
 def build_dataset(mechanism: Mechanism, runs: Sequence[PoseRun]) -> Dataset:
     """Turn validated pose runs into the NC dataset (exact M, f, rigidity checks)."""
     if not runs:
@@ -157,14 +165,34 @@ def build_dataset(mechanism: Mechanism, runs: Sequence[PoseRun]) -> Dataset:
     layout = build_layout(mechanism)
     M = mass_matrix(mechanism, layout)
     forces = force_model(mechanism, layout, M)
+    springs = spring_model(mechanism, layout)
     xs, xds, fs, rig = [], [], [], []
+    problems = []
     for r in runs:
         x = nc_from_poses(layout, r.origin, r.rotation)
+        lengths = springs.lengths(x)  # (n_t, n_s)
+        short = np.argwhere(lengths < MIN_SPRING_LENGTH)
+        if short.size:
+            k, s = short[0]
+            problems.append(f"{r.path}: {_sample(r, k)}: spring '{mechanism.springs[s].name}' has length "
+                            f"{lengths[k, s]:.3g} m: its two points coincide and its force has no direction (check "
+                            "its points and bodies)")
+            continue
         xd = finite_difference_velocity(x, r.dt)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = forces(x, r.u, xd)
+        bad = ~(np.isfinite(x).all(1) & np.isfinite(xd).all(1) & np.isfinite(f).all(1))
+        if bad.any():
+            problems.append(f"{r.path}: {_sample(r, int(np.flatnonzero(bad)[0]))}: the natural coordinates, their "
+                            "velocities or the forces overflow (not finite); check the units of the run and the "
+                            "mechanism file")
+            continue
         xs.append(x)
         xds.append(xd)
-        fs.append(forces(x, r.u, xd))
+        fs.append(f)
         rig.append(float(rigidity_residual(layout, x).max()))
+    if problems:
+        raise DatasetError(problems)
     dts = np.array([r.dt for r in runs])
     if np.ptp(dts) > 1e-9 * dts.max():
         log.warning("runs have different sample steps (%s s); a model trains on one step",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import zlib
 import io
 import logging
 import os
@@ -46,6 +47,11 @@ QUATERNION_TOL = 1e-6
 ORTHOGONALITY_TOL = 1e-6
 #: relative deviation of a time step from the run's mean step that still counts as uniform.
 UNIFORM_STEP_RTOL = 1e-6
+#: sane magnitudes where values enter (beyond them finite differences overflow or the export is wrong)
+MAX_POSITION = 1e6  # m
+MAX_LOAD = 1e12  # N or N.m (inputs, recorded tensions)
+MAX_TIME = 1e9  # s
+MIN_STEP = 1e-9  # s
 
 SUFFIXES = (".csv", ".csv.gz", ".npz")
 
@@ -127,8 +133,9 @@ def _read_table(path: Path) -> tuple[list[str], np.ndarray]:
                     raise PoseDataError(
                         f"{path}: line {lineno}, column '{header[bad]}': '{row[bad].strip()}' is not a number"
                     ) from None
-    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile, csv.Error) as exc:
-        raise PoseDataError(f"{path}: cannot read ({exc})") from None
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile, zlib.error, csv.Error) as exc:
+        raise PoseDataError(f"{path}: cannot read ({type(exc).__name__}: {exc}); is it a complete CSV or gzip-compressed "
+                            "CSV file?") from None
     table = np.array(rows, dtype=np.float64).reshape(len(rows), len(header))
     return header, table
 
@@ -234,6 +241,22 @@ def read_run(path: str | os.PathLike, mechanism: Mechanism) -> PoseRun:
             )
     if problems:
         raise PoseDataError(problems)
+    # sane magnitudes: finite differences of the poses must stay finite, and a step below a
+    # nanosecond is an export error, not a simulation
+    limits = [(c, MAX_POSITION, "m: positions must lie within 1e6 m of the origin") for c in used
+              if c.rsplit(".", 1)[-1] in POSITION_FIELDS]
+    limits += [(c, MAX_TIME, "s") for c in ("time",)]
+    limits += [(name, MAX_LOAD, "(N or N.m): inputs must be below 1e12 in magnitude") for name in input_names]
+    limits += [(s.tension_column, MAX_LOAD, "N: tensions must be below 1e12 in magnitude")
+               for s in mechanism.springs if s.recorded]
+    for c, limit, rule in limits:
+        col = table[:, index[c]]
+        bad = np.flatnonzero(np.abs(col) > limit)
+        if bad.size:
+            problems.append(f"{path}: {_row_label(path, bad[0])}, column '{c}': value {col[bad[0]]:.6g} exceeds "
+                            f"{limit:g} {rule}" + (f" ({bad.size} such samples)" if bad.size > 1 else ""))
+    if problems:
+        raise PoseDataError(problems)
 
     t = table[:, t_col]
     steps = np.diff(t)
@@ -244,6 +267,9 @@ def read_run(path: str | os.PathLike, mechanism: Mechanism) -> PoseRun:
             f"{path}: {_row_label(path, i)}, column 'time': {t[i]!r} does not increase on the previous sample ({t[i - 1]!r}); time must be strictly increasing"
         )
     dt = (t[-1] - t[0]) / (n - 1)
+    if dt < MIN_STEP:
+        raise PoseDataError(f"{path}: column 'time': the mean step {dt:.3g} s is below {MIN_STEP:g} s; "
+                            "is the time column in seconds?")
     off = np.abs(steps - dt) > UNIFORM_STEP_RTOL * dt
     if off.any():
         i = int(np.flatnonzero(off)[0]) + 1

@@ -7,7 +7,7 @@ A public contract, read from TOML (or JSON with the same keys)::
 
     [[bodies]]                           # every moving rigid body; the ground is implicit
     name = "crank"                       # identifier: [A-Za-z_][A-Za-z0-9_]*
-    mass = 2.35                          # kg, > 0
+    mass = 2.35                          # kg, 1e-9 to 1e9
     com = [0.1, 0.0, 0.0]                # centre of mass in the body frame, m (default: origin)
     inertia = [0.01, 0.02, 0.02]         # about the COM in body axes, kg m^2: 3 principal
                                          # values or a full symmetric 3x3
@@ -67,6 +67,14 @@ GROUND = "ground"
 INERTIA_RTOL = 1e-9
 #: a direction whose length differs from 1 by more than this is normalised with a warning
 DIRECTION_TOL = 1e-9
+#: sane magnitudes (SI units); beyond them the natural coordinates or their forces overflow,
+#: or the file's units are wrong
+MAX_LENGTH = 1e6  # m: com, points
+MAX_GRAVITY = 1e4  # m/s^2
+MIN_MASS, MAX_MASS = 1e-9, 1e9  # kg
+MAX_INERTIA = 1e12  # kg m^2
+MAX_SPRING = {"stiffness": 1e12, "damping": 1e12, "length": MAX_LENGTH}  # N/m, N s/m, m
+MAX_BODIES = 500  # the dense (12 n)^2 mass matrix of the natural coordinates: 290 MB at 500
 
 _TOP_KEYS = {"name", "gravity", "bodies", "inputs", "springs"}
 _BODY_KEYS = {"name", "mass", "com", "inertia"}
@@ -246,13 +254,16 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
         bad("name", f"{_short(name)} must be an identifier [A-Za-z_][A-Za-z0-9_]*")
-    gravity = _vector(data.get("gravity", [0.0, 0.0, 0.0]), "gravity", bad)
+    gravity = _vector(data.get("gravity", [0.0, 0.0, 0.0]), "gravity", bad, MAX_GRAVITY, "m/s^2")
 
     bodies: list[Body] = []
     raw_bodies = data.get("bodies")
     if not isinstance(raw_bodies, list) or not raw_bodies:
         bad("bodies", "at least one [[bodies]] entry is needed (the ground is implicit)")
         raw_bodies = []
+    elif len(raw_bodies) > MAX_BODIES:
+        raise MechanismError(f"{source}: bodies: {len(raw_bodies)} bodies; mc2fmu takes at most {MAX_BODIES} "
+                             "(12 natural coordinates each)")
     seen: set[str] = set()
     for i, rb in enumerate(raw_bodies):
         item = f"bodies[{i}]"
@@ -268,8 +279,8 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
         if not _is_number(mass):
             bad(item, f"mass {_short(mass)} must be a finite number in kg")
             mass = None
-        elif mass <= 0:
-            bad(item, f"mass {mass} must be > 0 kg")
+        elif not MIN_MASS <= mass <= MAX_MASS:
+            bad(item, f"mass {_short(mass)} must be between {MIN_MASS:g} and {MAX_MASS:g} kg")
             mass = None
         com = _vector(rb.get("com", [0.0, 0.0, 0.0]), f"{item} com", bad)
         if "inertia" not in rb:
@@ -287,7 +298,7 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
         bad("inputs", "must be a list of [[inputs]] tables")
         raw_inputs = []
     seen_inputs: set[str] = set()
-    body_names = {b.get("name") for b in raw_bodies if isinstance(b, dict)}
+    body_names = {b.get("name") for b in raw_bodies if isinstance(b, dict) and isinstance(b.get("name"), str)}
     for i, ri in enumerate(raw_inputs):
         item = f"inputs[{i}]"
         if not isinstance(ri, dict):
@@ -302,13 +313,13 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
         if kind not in INPUT_KINDS:
             bad(item, f"kind {_short(kind)} must be one of {', '.join(INPUT_KINDS)}")
         body = ri.get("body")
-        if body not in body_names:
+        if not isinstance(body, str) or body not in body_names:
             bad(item, f"body {_short(body)} is not a body of this mechanism ({_cut(', '.join(sorted(str(b) for b in body_names)), 200)})")
-        direction = _vector(ri.get("direction"), f"{item} direction", bad)
+        direction = _vector(ri.get("direction"), f"{item} direction", bad, 1e6, "")
         if direction is not None:
             norm = float(np.linalg.norm(direction))
-            if norm == 0.0:
-                bad(item, "direction must be a non-zero vector (global frame)")
+            if norm < 1e-9:
+                bad(item, f"direction {_short(ri.get('direction'))} must be a non-zero vector (length >= 1e-9; global frame)")
                 direction = None
             else:
                 if abs(norm - 1.0) > DIRECTION_TOL:
@@ -323,7 +334,8 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
                 point = _vector(ri["point"], f"{item} point", bad)
         elif kind == "torque" and "point" in ri:
             bad(item, "a torque has no application point; remove 'point' (or use kind = \"force\")")
-        if isinstance(iname, str) and kind in INPUT_KINDS and body in body_names and direction is not None \
+        if isinstance(iname, str) and kind in INPUT_KINDS and isinstance(body, str) and body in body_names \
+                and direction is not None \
                 and (kind == "torque" or point is not None):
             inputs.append(Input(iname, kind, body, direction, point))
 
@@ -354,7 +366,7 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
         points = {}
         for end in ("a", "b"):
             body = rs.get(f"body_{end}")
-            if body != GROUND and body not in body_names:
+            if body != GROUND and (not isinstance(body, str) or body not in body_names):
                 bad(item, f"body_{end} {_short(body)} is not a body of this mechanism nor \"{GROUND}\" ({_cut(', '.join(ends), 200)})")
                 ok = False
             if f"point_{end}" not in rs:
@@ -386,8 +398,9 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
             if v is None:
                 bad(item, f"{key} is missing ({unit})")
                 ok = False
-            elif not _is_number(v) or v < 0 or (positive and v == 0):
-                bad(item, f"{key} {_short(v)} must be a finite number {'> 0' if positive else '>= 0'} {unit}")
+            elif not _is_number(v) or v < 0 or (positive and v == 0) or v > MAX_SPRING[key]:
+                bad(item, f"{key} {_short(v)} must be a finite number {'> 0' if positive else '>= 0'} {unit}, "
+                          f"at most {MAX_SPRING[key]:g}")
                 ok = False
             else:
                 values[key] = float(v)
@@ -419,11 +432,18 @@ def _unknown_keys(table: dict, valid: set[str], item: str, bad) -> set[str]:
     return meant
 
 
-def _vector(value: Any, item: str, bad) -> np.ndarray | None:
+def _vector(value: Any, item: str, bad, limit: float = MAX_LENGTH, unit: str = "m") -> np.ndarray | None:
+    """3 finite numbers, each at most ``limit`` in magnitude (a sane magnitude: beyond it the
+    natural coordinates overflow or the file's units are wrong)."""
     if not isinstance(value, (list, tuple)) or len(value) != 3 or not all(_is_number(v) for v in value):
         bad(item, f"{_short(value)} must be a list of 3 finite numbers")
         return None
-    return np.array(value, dtype=np.float64)
+    v = np.array(value, dtype=np.float64)
+    if np.abs(v).max() > limit:
+        bad(item, f"{_short(value)}: components must be at most {limit:g}{' ' + unit if unit else ''} in magnitude "
+                  "(check the units)")
+        return None
+    return v
 
 
 def _cut(text: str, limit: int) -> str:
@@ -463,6 +483,9 @@ def _inertia(value: Any, item: str, bad) -> np.ndarray | None:
         J = 0.5 * (J + J.T)
     else:
         bad(item, f"inertia {_short(value)} must be 3 principal values [Jxx, Jyy, Jzz] or a symmetric 3x3 [[..],[..],[..]]")
+        return None
+    if np.abs(J).max() > MAX_INERTIA:
+        bad(item, f"inertia {_short(value)}: values must be at most {MAX_INERTIA:g} kg m^2 (check the units)")
         return None
     eig = np.linalg.eigvalsh(J)
     scale = max(float(eig.max()), 1e-300)

@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from .. import __version__
 from ..errors import ModelError
 from ..files import atomic_directory, json_safe
 from ..mechanics.mechanism import Mechanism, mechanism_from_dict
-from ..mechanics.natural import NCLayout, finite_difference_velocity
+from ..mechanics.natural import NCLayout, build_layout, finite_difference_velocity
 from .envelope import Envelope
 from .manifold import unwrap_angles
 from .model import MODEL_KINDS, ReducedModel
@@ -254,10 +255,14 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
         envelope = Envelope.from_dict(meta["envelope"])
         init = meta["initial_state"]
         initial = InitialState(*(tuple(float(v) for v in init[k]) for k in ("q", "qd", "u")))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ModelError(f"{mj}: layout, envelope or initial_state is malformed ({type(exc).__name__}: {exc}); "
                          f"{RETRAIN}") from None
-    dt = float(meta["dt"])
+    if layout.to_dict() != build_layout(mechanism).to_dict():  # the layout is a function of the mechanism
+        raise ModelError(f"{mj}: key 'layout' does not match the natural coordinates of its mechanism; {RETRAIN}")
+    if not all(np.isfinite(v) for v in (*initial.q, *initial.qd, *initial.u)):
+        raise ModelError(f"{mj}: key 'initial_state' holds non-finite values; {RETRAIN}")
+    dt = float(meta["dt"]) if _is_real(meta["dt"]) else float("nan")
     if not (np.isfinite(dt) and dt > 0):
         raise ModelError(f"{mj}: key 'dt' is {dt!r}; a model's time step must be a finite number > 0; {RETRAIN}")
     dof, angles = int(meta["dof"]), tuple(bool(a) for a in meta["angles"])
@@ -271,6 +276,13 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"{mj}: key 'model' is malformed ({type(exc).__name__}: {exc}); {RETRAIN}") from None
     arrays = _read_arrays(path / "arrays.npz", shapes)
+    if "M" in arrays:  # the natural-coordinate mass matrix: symmetric, positive semidefinite, not zero
+        M = arrays["M"]
+        scale = float(np.abs(M).max()) if M.size else 0.0
+        if not (scale > 0 and np.abs(M - M.T).max() <= 1e-9 * scale
+                and np.linalg.eigvalsh(0.5 * (M + M.T)).min() >= -1e-9 * scale):
+            raise ModelError(f"{path / 'arrays.npz'}: array 'M' is not a mass matrix (symmetric, positive "
+                             f"semidefinite, non-zero); {RETRAIN}")
     resources = {}
     for name in meta["resources"]:
         f = path / "resources" / str(name)
@@ -286,14 +298,18 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
                          meta["versions"], str(path))
 
 
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e300
+
+
 def _read_arrays(path: Path, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     if not path.exists():
         raise ModelError(f"{path}: missing; the model directory is incomplete ({RETRAIN})")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: np.asarray(z[k]) for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ModelError(f"{path}: not a readable .npz ({exc}); {RETRAIN}") from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ModelError(f"{path}: not a readable .npz ({type(exc).__name__}: {exc}); {RETRAIN}") from None
     problems = []
     for name, shape in shapes.items():
         if name not in arrays:

@@ -78,13 +78,29 @@ class Envelope:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Envelope":
-        def arr(key: str, v):
-            if not isinstance(v, list):
-                return v
+        """The envelope as :meth:`to_dict` wrote it; anything else is a ValueError."""
+        keys = ("q_min", "q_max", "qd_min", "qd_max", "u_min", "u_max")
+        if not isinstance(d, dict) or set(d) != {*keys, "roundtrip_max"}:
+            raise ValueError(f"an envelope has exactly the keys {', '.join(keys)}, roundtrip_max")
+
+        def arr(key: str):
+            v = d[key]
             fill = -math.inf if key.endswith("_min") else math.inf
+            if not isinstance(v, list) or not all(e is None or (isinstance(e, (int, float)) and not isinstance(e, bool)
+                                                                and math.isfinite(e)) for e in v):
+                raise ValueError(f"envelope '{key}' must be a list of finite numbers (null: unbounded)")
             return np.array([fill if e is None else e for e in v], dtype=np.float64)
 
-        return cls(**{k: arr(k, v) for k, v in d.items()})
+        a = {k: arr(k) for k in keys}
+        for lo, hi in (("q_min", "q_max"), ("qd_min", "qd_max"), ("u_min", "u_max")):
+            if a[lo].shape != a[hi].shape or not (a[lo] <= a[hi]).all():
+                raise ValueError(f"envelope '{lo}' and '{hi}' must have one value per channel with min <= max")
+        if a["q_min"].shape != a["qd_min"].shape:
+            raise ValueError("envelope 'q_min' and 'qd_min' must have one value per coordinate")
+        r = d["roundtrip_max"]
+        if not isinstance(r, (int, float)) or isinstance(r, bool) or not math.isfinite(r) or r < 0:
+            raise ValueError("envelope 'roundtrip_max' must be a finite number >= 0")
+        return cls(**a, roundtrip_max=float(r))
 
 
 def sample_points(envelope: Envelope, model, count: int = 16, seed: int = 0) -> list[dict[str, np.ndarray]]:

@@ -36,4 +36,5 @@ def simulate_file(model_dir, mechanism_path, run_path, out) -> dict:
         "max_rotation_error": float(rotation_error(rot[ok], run.rotation[ok]).max()) if ok.all() else float("inf"),
         "envelope_first_exit": None if exit_index is None else float(run.t[exit_index]),
         "reached_end": bool(ok.all()),
+        "diverged_at": None if ok.all() else float(run.t[int(np.flatnonzero(~ok)[0])]),
     }

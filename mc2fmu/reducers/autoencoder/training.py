@@ -413,14 +413,21 @@ def read_checkpoint(checkpoint: Checkpointer, config: dict, data_hash: str) -> d
         raise TrainingError(f"{p}: not a training checkpoint of this mc2fmu version; "
                             "delete it and run without --resume to start over")
     fix = f"resume with the same data and options, or delete {p} (and drop --resume) to start over"
-    saved = json.loads(state["config"])
+    try:
+        saved = json.loads(state["config"])
+        saved_hash = str(state["data_hash"])
+        if not isinstance(saved, dict):
+            raise TypeError("its options are not a table")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TrainingError(f"{p}: a damaged training checkpoint ({type(exc).__name__}); delete it and run without "
+                            "--resume to start over") from None
     changed = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in config.items() if saved.get(k) != v]
     if changed:
         raise TrainingError(f"{p}: the checkpoint was made with other training options "
                             f"({'; '.join(changed)}): {fix}")
-    if state["data_hash"] != data_hash:
+    if saved_hash != data_hash:
         raise TrainingError(f"{p}: the checkpoint was made from other training data "
-                            f"(hash {state['data_hash'][:12]}, this data {data_hash[:12]}): {fix}")
+                            f"(hash {saved_hash[:12]}, this data {data_hash[:12]}): {fix}")
     return state
 
 
@@ -513,24 +520,29 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     first = 0
     if checkpoint and checkpoint.resume:
         s = read_checkpoint(checkpoint, config_key, data_hash)
-        first = s["step"]
-        if not isinstance(first, int) or not 0 <= first <= len(steps) or not math.isfinite(s["best_val"]) and first:
-            raise TrainingError(f"{checkpoint.path}: the checkpoint's step {first!r} (of {len(steps)}) or its best "
-                                "validation loss is not one a training leaves; delete it and run without --resume")
-        ident["pruned"] = bool(s.get("pruned", False))
-        if s.get("library") is not None:  # before the thresholding every term is in, zeros included
-            model.set_library(_library_from_state(s["library"]), trainable=True, dense=not ident["pruned"])
-            params = [p for p in model.parameters() if p.requires_grad]
-        model.load_state_dict(s["model"])
-        opt.load_state_dict(s["adam"])
-        sched.load_state_dict(s["sched"])
-        if s["lbfgs"] is not None:
-            lbfgs = new_lbfgs()
-            lbfgs.load_state_dict(s["lbfgs"])
-        best.update(val=s["best_val"], state=s["best_state"])
-        history[:] = s["history"]
-        t0 -= s["elapsed"]
-        torch.set_rng_state(s["rng"])
+        try:
+            first = s["step"]
+            if not isinstance(first, int) or not 0 <= first <= len(steps) or not math.isfinite(s["best_val"]) and first:
+                raise TrainingError(f"{checkpoint.path}: the checkpoint's step {first!r} (of {len(steps)}) or its best "
+                                    "validation loss is not one a training leaves; delete it and run without --resume")
+            ident["pruned"] = bool(s.get("pruned", False))
+            if s.get("library") is not None:  # before the thresholding every term is in, zeros included
+                model.set_library(_library_from_state(s["library"]), trainable=True, dense=not ident["pruned"])
+                params = [p for p in model.parameters() if p.requires_grad]
+            model.load_state_dict(s["model"])
+            opt.load_state_dict(s["adam"])
+            sched.load_state_dict(s["sched"])
+            if s["lbfgs"] is not None:
+                lbfgs = new_lbfgs()
+                lbfgs.load_state_dict(s["lbfgs"])
+            best.update(val=s["best_val"], state=s["best_state"])
+            history[:] = s["history"]
+            t0 -= s["elapsed"]
+            torch.set_rng_state(s["rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as exc:
+            # a checkpoint that passed the version, options and data checks but holds the wrong things
+            raise TrainingError(f"{checkpoint.path}: a damaged training checkpoint ({type(exc).__name__}: "
+                                f"{str(exc)[:200]}); delete it and run without --resume to start over") from None
     if checkpoint:
         checkpoint.start()
 

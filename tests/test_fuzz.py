@@ -1,0 +1,327 @@
+"""Property-based fuzzing (hypothesis) of everything a user hands mc2fmu: mechanism files,
+pose exports and model directories, each mutated at random and run through the CLI in
+process.
+
+The property, whatever the input: the command returns 0 or 2 (never raises: a traceback is a
+defect), prints only bounded, printable lines, leaves no output file behind when it fails,
+and when it succeeds its output holds only finite numbers.  Examples are derandomized (the
+same cases in every run) and the mutations target the values that broke mc2fmu before
+(non-finite, huge, denormal, wrong types, control characters, deep nesting, truncation).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import shutil
+import string
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mc2fmu.cli import main
+from mc2fmu.errors import MAX_LINE_CHARS, MAX_LINES_PER_PROBLEM, MAX_PROBLEMS_SHOWN
+
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+
+#: values that broke readers before: non-finite, huge, denormal, wrong types, text with control characters
+NASTY_NUMBERS = st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e308, -1e308, 5e-324, 0.0, -1.0,
+                                 10**400, -(10**30), 2e8, 1e-300])
+NASTY_TEXT = st.text(alphabet=string.printable + "\x00\x1b\x07\u202e", max_size=40)
+LEAF = st.one_of(NASTY_NUMBERS, st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6),
+                 NASTY_TEXT, st.booleans(), st.none(), st.lists(NASTY_NUMBERS, max_size=4),
+                 st.builds(lambda: [[[[[]]]]]), st.builds(lambda: {"a": {"b": {}}}))  # fresh objects: mutated later
+
+
+def _paths(obj, prefix=()):
+    """Every path to a value inside nested dicts/lists."""
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, (*prefix, i))
+
+
+@st.composite
+def mutated(draw, base):
+    """``base`` (JSON-like) with 1 to 3 values replaced by nasty ones or deleted."""
+    obj = copy.deepcopy(base)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in _paths(obj) if p]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent = obj
+        for key in path[:-1]:
+            parent = parent[key]
+        if isinstance(parent, dict) and draw(st.booleans()) and len(path) > 1:
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = draw(LEAF)
+    return obj
+
+
+def _check_streams(capsys) -> str:
+    out, err = capsys.readouterr()
+    for line in (out + err).splitlines():
+        assert all(c.isprintable() for c in line), repr(line[:200])
+        assert len(line) <= MAX_LINE_CHARS + 200, len(line)
+    assert err.count("\n") <= MAX_PROBLEMS_SHOWN * (MAX_LINES_PER_PROBLEM + 1) + 5
+    return err
+
+
+def _run_cli(argv: list[str], out: Path, capsys) -> int:
+    code = main(argv)  # any exception fails the test: a traceback is a defect
+    err = _check_streams(capsys)
+    assert code in (0, 2), (code, err[-2000:])
+    if code == 2:
+        assert err.startswith("error: ") or "\nerror: " in err, err[-2000:]
+        assert not out.exists(), "a failed command left its output behind"
+    return code
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+@pytest.fixture(scope="module")
+def four_bar(reference_run):
+    """The four_bar mechanism as a dict and the first 200 rows of its train run."""
+    import tomllib
+
+    run = reference_run("four_bar", "train")
+    mech_path = Path(run["path"]).parent.parent / "mechanism.toml"
+    mech = tomllib.loads(mech_path.read_text())
+    lines = gzip.open(run["path"], "rt").read().splitlines()[:201]
+    return mech, lines
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_mechanism_files(four_bar, tmp_path_factory, capsys, data):
+    mech, lines = four_bar
+    work = tmp_path_factory.mktemp("fuzz-mech")
+    text = json.dumps(data.draw(mutated(mech)), allow_nan=True)
+    if data.draw(st.booleans()):  # deep nesting somewhere
+        text = text[:-1] + ', "deep": ' + "[" * 3000 + "]" * 3000 + "}"
+    (work / "m.json").write_text(text)
+    (work / "r.csv").write_text("\n".join(lines) + "\n")
+    out = work / "d.npz"
+    if _run_cli(["ingest", str(work / "m.json"), str(work / "r.csv"), "-o", str(out)], out, capsys) == 0:
+        with np.load(out) as z:
+            assert all(np.isfinite(z[k]).all() for k in z.files if z[k].dtype.kind == "f")
+
+
+@st.composite
+def mutated_csv(draw, lines: list[str]) -> bytes:
+    rows = [line.split(",") for line in lines]
+    kind = draw(st.sampled_from(["cell", "header", "truncate", "bytes", "gzip"]))
+    if kind == "cell":
+        for _ in range(draw(st.integers(1, 4))):
+            r, c = draw(st.integers(0, len(rows) - 1)), draw(st.integers(0, len(rows[0]) - 1))
+            rows[r][c] = draw(st.one_of(NASTY_NUMBERS.map(repr), NASTY_TEXT.filter(lambda s: "," not in s and "\n" not in s),
+                                        st.just("1e308"), st.just("x" * 300)))
+    elif kind == "header":
+        c = draw(st.integers(0, len(rows[0]) - 1))
+        rows[0][c] = draw(st.one_of(NASTY_TEXT.filter(lambda s: "," not in s and "\n" not in s and "\r" not in s),
+                                    st.sampled_from(rows[0])))
+    text = ("\n".join(",".join(r) for r in rows) + "\n").encode()
+    if kind == "truncate":
+        text = text[: draw(st.integers(0, len(text) - 1))]
+    elif kind == "bytes":
+        pos = draw(st.integers(0, len(text) - 1))
+        text = text[:pos] + draw(st.binary(min_size=1, max_size=8)) + text[pos + 1:]
+    elif kind == "gzip":
+        packed = gzip.compress(text)
+        pos = draw(st.integers(10, len(packed) - 1))
+        text = packed[:pos] + bytes([packed[pos] ^ draw(st.integers(1, 255))]) + packed[pos + 1:]
+    return text
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_pose_exports(four_bar, reference_run, tmp_path_factory, capsys, data):
+    mech, lines = four_bar
+    work = tmp_path_factory.mktemp("fuzz-run")
+    blob = data.draw(mutated_csv(lines))
+    run = work / ("r.csv.gz" if blob[:2] == b"\x1f\x8b" else "r.csv")
+    run.write_bytes(blob)
+    mech_path = Path(reference_run("four_bar", "train")["path"]).parent.parent / "mechanism.toml"
+    out = work / "d.npz"
+    if _run_cli(["ingest", str(mech_path), str(run), "-o", str(out)], out, capsys) == 0:
+        with np.load(out) as z:
+            assert all(np.isfinite(z[k]).all() for k in z.files if z[k].dtype.kind == "f")
+
+
+# ---------------------------------------------------------------------------- model directories
+
+
+@pytest.fixture(scope="module")
+def tiny_model(reference_run, tmp_path_factory):
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    run = reference_run("four_bar", "train")
+    mech = Path(run["path"]).parent.parent / "mechanism.toml"
+    model = tmp_path_factory.mktemp("fuzz-model") / "m"
+    fit(mech, [run["path"]], TrainConfig(dof=1, samples=64, adam_epochs=2, lbfgs_iters=2), model)
+    # a short held-out run to simulate
+    low = reference_run("four_bar", "low")["path"]
+    short = model.parent / "low.csv"
+    short.write_text("\n".join(gzip.open(low, "rt").read().splitlines()[:301]) + "\n")
+    return model, mech, short
+
+
+@st.composite
+def mutated_arrays(draw, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    arrays = dict(arrays)
+    name = draw(st.sampled_from(sorted(arrays)))
+    kind = draw(st.sampled_from(["nan", "zero", "huge", "shape", "dtype", "drop", "negate"]))
+    a = arrays[name]
+    if kind == "nan" and a.size:
+        a = a.copy()
+        a.flat[draw(st.integers(0, a.size - 1))] = np.nan
+    elif kind == "zero":
+        a = np.zeros_like(a)
+    elif kind == "huge":
+        a = a * 1e300
+    elif kind == "shape":
+        a = np.zeros((a.shape[0] + 1,) if a.ndim else (2,))
+    elif kind == "dtype":
+        a = a.astype(np.float32) if draw(st.booleans()) else np.array(["x"] * max(a.size, 1))
+    elif kind == "drop":
+        del arrays[name]
+        return arrays
+    elif kind == "negate":
+        a = -a
+    arrays[name] = a
+    return arrays
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_model_directories(tiny_model, tmp_path_factory, capsys, data):
+    model, mech, run = tiny_model
+    work = tmp_path_factory.mktemp("fuzz-dir")
+    target = work / "m"
+    shutil.copytree(model, target)
+    meta = json.loads((model / "model.json").read_text())
+    part = data.draw(st.sampled_from(["json", "arrays", "truncate"]))
+    if part == "json":
+        (target / "model.json").write_text(json.dumps(data.draw(mutated(meta)), allow_nan=True))
+    elif part == "arrays":
+        with np.load(model / "arrays.npz") as z:
+            arrays = {k: z[k] for k in z.files}
+        np.savez(target / "arrays.npz", **data.draw(mutated_arrays(arrays)))
+    else:
+        blob = (model / "arrays.npz").read_bytes()
+        (target / "arrays.npz").write_bytes(blob[: data.draw(st.integers(0, len(blob) - 1))])
+    out = work / "sim.csv"
+    code = main(["simulate", str(target), str(mech), str(run), "-o", str(out)])
+    err = _check_streams(capsys)
+    assert code in (0, 2), (code, err[-2000:])
+    if code == 2:
+        assert not out.exists()
+    else:  # a model that loads may still diverge: then it says so, and from when
+        values = np.loadtxt(out, delimiter=",", skiprows=1, ndmin=2)
+        assert np.isfinite(values).all() or "is not finite from t = " in err, err
+
+
+# ---------------------------------------------------------------------------- the cases found before
+
+
+def _mech_variant(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+MECHANISM_CASES = [  # (what, old text, new text, the rule the error states)
+    ("mass 1e400", "mass = 1.2", "mass = 1" + "0" * 400, "must be a finite number in kg"),
+    ("a denormal mass", "mass = 1.2", "mass = 5e-324", "must be between 1e-09 and 1e+09 kg"),
+    ("gravity -1e308", "gravity = [0.0, -9.81, 0.0]", "gravity = [0.0, -1e308, 0.0]", "at most 10000 m/s^2"),
+    ("a direction of 1e308", "direction = [0.0, 0.0, 1.0]", "direction = [1e308, 1e308, 0.0]", "at most 1e+06"),
+    ("a name with a newline", 'name = "crank"', 'name = "crank\\n"', "must be an identifier"),
+    ("5000 bodies", "[[inputs]]", "".join(f'[[bodies]]\nname = "b{i}"\nmass = 1.0\ninertia = [1.0, 1.0, 1.0]\n\n'
+                                        for i in range(5000)) + "[[inputs]]", "at most 500"),
+]
+
+
+@pytest.mark.parametrize("what, old, new, rule", MECHANISM_CASES, ids=[c[0] for c in MECHANISM_CASES])
+def test_mechanism_values_beyond_reason_are_refused(four_bar, reference_run, tmp_path, capsys, what, old, new, rule):
+    run = reference_run("four_bar", "train")["path"]
+    text = (Path(run).parent.parent / "mechanism.toml").read_text()
+    (tmp_path / "m.toml").write_text(_mech_variant(text, old, new))
+    out = tmp_path / "d.npz"
+    assert main(["ingest", str(tmp_path / "m.toml"), run, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert rule in err and not out.exists(), err
+
+
+RUN_CASES = [  # (what, column, value, the rule the error states)
+    ("a position of 1e308", "crank.x", "1e308", "positions must lie within 1e6 m"),
+    ("an input of 1e308", "tau", "1e308", "inputs must be below 1e12"),
+    ("a denormal time step", "time", None, "is the time column in seconds?"),
+    ("a NaN position", "crank.y", "nan", "every value must be a finite number"),
+]
+
+
+@pytest.mark.parametrize("what, column, value, rule", RUN_CASES, ids=[c[0] for c in RUN_CASES])
+def test_pose_values_beyond_reason_are_refused(four_bar, reference_run, tmp_path, capsys, what, column, value, rule):
+    _, lines = four_bar
+    header = lines[0].split(",")
+    c = header.index(column)
+    rows = [line.split(",") for line in lines[1:]]
+    for k, row in enumerate(rows):
+        if value is None:
+            row[c] = repr(k * 5e-324)
+        elif k == 5:
+            row[c] = value
+    (tmp_path / "r.csv").write_text("\n".join([lines[0]] + [",".join(r) for r in rows]) + "\n")
+    mech = Path(reference_run("four_bar", "train")["path"]).parent.parent / "mechanism.toml"
+    out = tmp_path / "d.npz"
+    assert main(["ingest", str(mech), str(tmp_path / "r.csv"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert rule in err and not out.exists(), err
+
+
+def test_control_characters_from_a_file_never_reach_the_terminal(four_bar, reference_run, tmp_path, capsys):
+    """A CSV header with an ANSI escape, a NUL and a forged 'error:' line: the warning shows
+    them escaped, on the warning's own line."""
+    _, lines = four_bar
+    forged = "\x1b[31m\nerror: forged\x00"
+    text = "\n".join([lines[0] + ',"' + forged + '"'] + [line + ",0" for line in lines[1:]]) + "\n"
+    (tmp_path / "r.csv").write_text(text)
+    mech = Path(reference_run("four_bar", "train")["path"]).parent.parent / "mechanism.toml"
+    assert main(["ingest", str(mech), str(tmp_path / "r.csv"), "-o", str(tmp_path / "d.npz")]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x00" not in err and "\\x1b[31m" in err
+    assert not any(line.startswith("error: forged") for line in err.splitlines()), err
+
+
+def test_coincident_spring_points_are_refused(four_bar, reference_run, tmp_path, capsys):
+    """A spring whose two points coincide has no direction: refused with the spring and the
+    sample named (it used to write a dataset with NaN forces)."""
+    run = reference_run("four_bar", "train")["path"]
+    text = (Path(run).parent.parent / "mechanism.toml").read_text()
+    text += ('\n[[springs]]\nname = "s"\nbody_a = "ground"\npoint_a = [0.0, 0.0, 0.0]\nbody_b = "crank"\n'
+             'point_b = [0.0, 0.0, 0.0]\nstiffness = 10.0\nlength = 0.1\n')
+    (tmp_path / "m.toml").write_text(text)
+    assert main(["ingest", str(tmp_path / "m.toml"), run, "-o", str(tmp_path / "d.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "spring 's' has length" in err and "coincide" in err and not (tmp_path / "d.npz").exists()
+
+
+def test_error_output_is_bounded(tmp_path, capsys):
+    """400 problems in one error: 20 shown and a count of the rest."""
+    bodies = "".join(f'[[bodies]]\nname = "b{i}"\nmass = -1\ninertia = [1.0, 1.0, 1.0]\n\n' for i in range(400))
+    (tmp_path / "m.toml").write_text('name = "many"\n' + bodies)
+    (tmp_path / "r.csv").write_text("time\n0\n")
+    assert main(["ingest", str(tmp_path / "m.toml"), str(tmp_path / "r.csv"), "-o", str(tmp_path / "d.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == MAX_PROBLEMS_SHOWN + 1 and "and 380 more problems" in err, err[-500:]
