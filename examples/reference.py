@@ -410,3 +410,56 @@ def run_summary(run: dict) -> dict:
         "input_range": [(float(lo), float(hi)) for lo, hi in zip(run["u"].min(axis=0), run["u"].max(axis=0))],
         "ranges": {k: (float(v.min()), float(v.max())) for k, v in run["coordinates"].items()},
     }
+
+
+# ---------------------------------------------------------------------------- small oscillations
+
+
+def small_oscillations(name: str, amplitude: float = 0.02, t_end: float = 20.0, step: float = 1e-4,
+                       output_step: float = 1e-3) -> dict:
+    """Free small oscillations about the reference pose (the static equilibrium under the
+    static inputs): each input gets the static value plus a short pulse (a half sine over its
+    first 0.1 s, of ``amplitude`` times the static weight scale, a different sign pattern per
+    input so that every mode is excited), then stays at the static value.  Returns ``t`` and
+    ``origin`` (n, n_b, 3) of the free part (after 0.2 s)."""
+    m = model(name)
+    weight = sum(b.mass for b in m.bodies) * float(np.linalg.norm(m.gravity)) or 1.0
+    scale = amplitude * weight * 0.1
+
+    def pulse(k: int):
+        static = float(m.static_inputs[k])
+        sign = (-1.0) ** k * (1.0 + 0.5 * k)
+        return lambda t: static + (sign * scale * np.sin(np.pi * t / 0.1) if t < 0.1 else 0.0)
+
+    built = _exudyn.build(m, [pulse(k) for k in range(len(m.inputs))], sensors=("poses",))
+    _exudyn.solve(built, t_end, step, output_step)
+    t, origin = _exudyn.stored(built, "origin")
+    keep = t >= 0.2
+    return {"t": t[keep], "origin": origin[keep]}
+
+
+def oscillation_frequencies(t: np.ndarray, signals: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` frequencies (Hz, ascending) of a sum of undamped sinusoids shared by the
+    channels ``signals`` (n_t, n_ch): the strongest peaks of the summed power spectrum, refined
+    by a least-squares fit of all channels (amplitudes linear, frequencies nonlinear)."""
+    from scipy.optimize import least_squares
+    from scipy.signal import find_peaks
+
+    y = signals - signals.mean(0)
+    y = y / np.maximum(np.abs(y).max(0), 1e-300)
+    dt = float(t[1] - t[0])
+    n_fft = 16 * len(t)
+    power = (np.abs(np.fft.rfft(y * np.hanning(len(t))[:, None], n=n_fft, axis=0)) ** 2).sum(1)
+    freqs = np.fft.rfftfreq(n_fft, dt)
+    peaks, _ = find_peaks(power)
+    peaks = peaks[freqs[peaks] > 2.0 / (t[-1] - t[0])]
+    guess = np.sort(freqs[peaks[np.argsort(power[peaks])[::-1][:count]]])
+    tt = t - t[0]
+
+    def residual(f):
+        basis = np.concatenate([np.cos(2 * np.pi * f[None] * tt[:, None]), np.sin(2 * np.pi * f[None] * tt[:, None]),
+                                np.ones((len(tt), 1))], 1)
+        coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
+        return (basis @ coef - y).ravel()
+
+    return np.sort(least_squares(residual, guess, x_scale=guess, xtol=1e-14, ftol=1e-14).x)

@@ -147,6 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_simulate)
 
     p = sub.add_parser(
+        "linearize", help="the reduced model's A, B, C, D at an equilibrium (or a given state) -> JSON",
+        description=LINEARIZE_HELP, formatter_class=_formatter,
+    )
+    p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
+    p.add_argument("--at", nargs="+", default=[], metavar="NAME=V1[,V2...]",
+                   help="the operating point: u=... (the input; default 0), q=... (a state instead of the "
+                        "equilibrium), qd=... (with q; default 0)")
+    p.add_argument("-o", "--output", required=True, metavar="LIN.json", help="A, B, C, D and the modes as JSON")
+    p.set_defaults(func=_cmd_linearize)
+
+    p = sub.add_parser(
         "from-mujoco", help="MuJoCo model + recorded trajectories -> mechanism.toml + pose exports",
         description=FROM_MUJOCO_HELP, formatter_class=_formatter,
     )
@@ -161,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=EXPORT_HELP, formatter_class=_formatter,
     )
     p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write (OUT.casadi with --format casadi)")
+    p.add_argument("--format", default="fmu", choices=("fmu", "casadi"),
+                   help="fmu (default), or casadi: the reduced ODE as a CasADi function for MPC (needs casadi)")
     p.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
                    help="; ".join(f"{k}: {v[0]}" for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
     p.add_argument("--fmi", type=int, default=2, choices=(2, 3), help="FMI version (default 2; 3 is native only)")
@@ -259,6 +272,7 @@ examples:
   mc2fmu export out/four_bar -o out/four_bar.fmu
   mc2fmu export out/four_bar -o out/four_bar_me.fmu --fmi 3 --interface both
   mc2fmu export out/four_bar -o out/four_bar_py.fmu --backend python
+  mc2fmu export out/four_bar -o out/four_bar.casadi --format casadi   # for MPC (CasADi)
 """
 
 VALIDATE_HELP = """\
@@ -332,6 +346,21 @@ Roll a trained reduced model out from a run's initial state with the run's input
 write poses in the pose-export layout (so any tool can compare them with the run), plus
 q[i], qd[i] and envelope (0 inside the training range, growing outside).  Prints the
 position NRMSE against the run and when the envelope flag first rose.
+"""
+
+LINEARIZE_HELP = """\
+Linearise a trained reduced model: by default at the static equilibrium (qdd = 0 at rest)
+under the input u (default 0), found by Newton's method from the model's initial state;
+with --at q=... at that state (and qd=...).  Writes JSON with A, B, C, D (state q, qd;
+outputs: every body's origin x, y, z, then q and qd; keys states, inputs, outputs name the
+rows and columns), the operating point and the modes, and prints each mode's frequency and
+damping ratio.  The derivatives are exact (automatic differentiation of the same reduced
+ODE simulate and the FMUs run), not finite differences.
+
+examples:
+  mc2fmu linearize out/four_bar -o out/four_bar_lin.json
+  mc2fmu linearize out/five_bar --at u=0.5,-0.2 -o lin.json
+  mc2fmu linearize out/four_bar --at q=0.3 qd=0 u=0 -o lin.json
 """
 
 FROM_MUJOCO_HELP = """\
@@ -460,6 +489,39 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_at(items: list[str]) -> dict[str, list[float]]:
+    from .errors import LinearizeError
+
+    out: dict[str, list[float]] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        if not sep or name not in ("q", "qd", "u") or name in out:
+            raise LinearizeError(f"--at {item!r}: give each of q=..., qd=..., u=... at most once, as NAME=V1[,V2...]")
+        try:
+            out[name] = [float(v) for v in values.split(",")]
+        except ValueError:
+            raise LinearizeError(f"--at {item!r}: the values must be numbers separated by commas") from None
+    return out
+
+
+def _cmd_linearize(args: argparse.Namespace) -> int:
+    from .control.linearize import linearize, write_linearization
+
+    at = _parse_at(args.at)
+    lin = linearize(args.model, q=at.get("q"), qd=at.get("qd"), u=at.get("u"))
+    write_linearization(lin, args.output)
+    where = "static equilibrium" if lin.equilibrium else "given state"
+    print(f"wrote {args.output}: {lin.A.shape[0]} states, {lin.B.shape[1]} input(s), {lin.C.shape[0]} outputs")
+    print(f"  {where}: q = {[float(f'{v:.6g}') for v in lin.q]}, u = {[float(f'{v:.6g}') for v in lin.u]} "
+          f"(|qdd| = {lin.residual:.2e})")
+    print("  mode  frequency (Hz)  damping ratio  eigenvalue")
+    for k, mode in enumerate(lin.modes(), 1):
+        lam = complex(mode["real"], mode["imag"])
+        print(f"  {k:>4}  {mode['frequency_hz']:>14.6g}  {mode['damping_ratio']:>13.4g}  {lam:.6g}"
+              + ("" if mode["oscillatory"] else "  (not oscillatory)"))
+    return 0
+
+
 def _cmd_from_mujoco(args: argparse.Namespace) -> int:
     from .data.adapters.mujoco import convert_mujoco
 
@@ -479,6 +541,14 @@ def _cmd_from_mujoco(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from .fmu.export import export_fmu
+
+    if args.format == "casadi":
+        from .control.casadi_export import export_casadi
+
+        summary = export_casadi(args.model, args.output)
+        print(f"wrote {args.output}: CasADi function model(q, qd, u) -> (qdd, origins), {summary['dof']} coordinate(s), "
+              f"inputs {', '.join(summary['inputs']) or 'none'}; load it with casadi.Function.load")
+        return 0
 
     summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface)
     print(f"wrote {args.output}: {summary['backend']} backend, FMI {summary['fmi_version']} "

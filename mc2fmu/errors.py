@@ -62,6 +62,10 @@ class ValidationError(Mc2fmuError):
     """An FMU could not be validated against reference runs."""
 
 
+class LinearizeError(Mc2fmuError):
+    """A model cannot be linearised at the requested operating point (or none was found)."""
+
+
 #: what the CLI prints of one error: at most this many problems, lines per problem, characters per line
 MAX_PROBLEMS_SHOWN = 20
 MAX_LINES_PER_PROBLEM = 12

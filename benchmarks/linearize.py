@@ -1,0 +1,71 @@
+"""Small-oscillation frequencies: the reduced model's linearization against the engine.
+
+    python benchmarks/linearize.py [--mechanisms four_bar five_bar ...] [--out out/bench-lin]
+
+For each mechanism: train with the defaults (``--dof`` its DOF, learnt coordinates) on its
+``train`` run (kept in ``OUT/<name>``; an existing model is reused), linearise it at the static
+equilibrium under the mechanism's static inputs (``mc2fmu linearize``), and compare every
+oscillatory mode's frequency with the full Exudyn model's (free oscillations after a small
+pulse about the same equilibrium, 20 s, frequencies fitted to all body origins).  Prints a
+markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DOF = {"four_bar": 1, "slider_crank": 1, "two_bar": 2, "five_bar": 2, "spatial_four_bar": 1, "three_rrr": 3,
+       "macpherson": 1}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mechanisms", nargs="+", default=list(DOF), choices=list(DOF))
+    ap.add_argument("--out", default="out/bench-lin")
+    args = ap.parse_args()
+
+    from benchmarks.train_accuracy import DOF as SUITE_DOF, ensure_runs
+    from examples.reference import model, oscillation_frequencies, small_oscillations
+    from mc2fmu.control.linearize import linearize
+    from mc2fmu.pipeline import train
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    rows = []
+    for name in args.mechanisms:
+        assert SUITE_DOF[name] == DOF[name]
+        folder = ensure_runs(name)
+        model_dir = Path(args.out) / name
+        train_s = float("nan")
+        if not (model_dir / "model.json").exists():
+            start = time.perf_counter()
+            train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=DOF[name]), model_dir)
+            train_s = time.perf_counter() - start
+        lin = linearize(model_dir, u=list(model(name).static_inputs))
+        modes = [m for m in lin.modes() if m["oscillatory"]]
+        reduced = np.array([m["frequency_hz"] for m in modes])
+        ref = small_oscillations(name)
+        engine = oscillation_frequencies(ref["t"], ref["origin"].reshape(len(ref["t"]), -1), DOF[name])
+        n = min(len(reduced), len(engine))
+        err = np.abs(reduced[:n] / engine[:n] - 1) if n else np.array([np.nan])
+        rows.append((name, DOF[name], engine, reduced, err, train_s, lin.residual))
+        print(f"{name}: engine {engine} Hz, reduced {reduced} Hz", flush=True)
+
+    print("\n| mechanism | DOF | engine (Hz) | reduced model (Hz) | largest error | train s |")
+    print("|---|---|---|---|---|---|")
+    for name, dof, engine, reduced, err, train_s, _ in rows:
+        fmt = ", ".join
+        print(f"| {name} | {dof} | {fmt(f'{f:.5g}' for f in engine)} | {fmt(f'{f:.5g}' for f in reduced)} | "
+              f"{100 * err.max():.3f} % | {'reused' if np.isnan(train_s) else f'{train_s:.0f}'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""``mc2fmu export MODEL_DIR --format casadi -o MODEL.casadi``: the reduced ODE as a CasADi function.
+
+The function is built from the model's weights in CasADi's SX graph, so CasADi's own AD
+gives every derivative an MPC or estimation toolchain (do-mpc, acados, rockit, Opti) asks for:
+
+    model(q, qd, u) -> (qdd, origins)
+
+``qdd`` is the reduced ODE's right-hand side (the decoder ``x(q)``, ``J = dx/dq`` and
+``(dJ/dq qd) qd`` by CasADi's AD, then ``M_m qdd = J^T (f(x, u) - M (dJ/dq qd) qd) + J^T f_spring``,
+as :mod:`mc2fmu.reduced.manifold`), and ``origins`` every body's origin (x, y, z, global frame,
+m; ``r0 - R com`` with ``R``'s columns ``(r_k - r0) / L`` of the decoded points, as
+``mc2fmu linearize``).  Load it with ``casadi.Function.load("MODEL.casadi")``.  CasADi is an
+optional extra (``pip install casadi``).
+
+Not carried yet: learned spring laws (``law = "recorded"``) and identified terms
+(``--identify``); such a model is refused with a message.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ExportError
+from ..files import atomic_output
+
+
+def _casadi():
+    try:
+        import casadi
+    except ImportError:
+        raise ExportError("--format casadi needs CasADi: pip install casadi") from None
+    return casadi
+
+
+def casadi_model(art) -> Any:
+    """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins)`` of a model artifact."""
+    from ..reduced.manifold import ManifoldModel
+
+    ca = _casadi()
+    model = art.model
+    if not isinstance(model, ManifoldModel):
+        raise ExportError(f"{art.source}: --format casadi needs a manifold model (the autoencoder reducer's)")
+    if model.library is not None and len(model.library.active()):
+        raise ExportError(f"{art.source}: the model has identified terms (--identify), which --format casadi does not "
+                          "carry yet; export an FMU instead")
+    if getattr(model.springs, "laws", None) is not None and len(model.springs.laws):
+        raise ExportError(f"{art.source}: the model has learned spring laws (law = \"recorded\"), which --format "
+                          "casadi does not carry yet; export an FMU instead")
+    m, n_u = model.dof, model.n_u
+    q, qd, u = ca.SX.sym("q", m), ca.SX.sym("qd", m), ca.SX.sym("u", n_u)
+    feats = []
+    for i, is_angle in enumerate(model.angles):
+        feats += [ca.cos(q[i]), ca.sin(q[i])] if is_angle else [(q[i] - model.q_mean[i]) / model.q_scale[i]]
+    z = ca.vertcat(*feats)
+    act = {"tanh": ca.tanh, "sigmoid": lambda a: 1 / (1 + ca.exp(-a)),
+           "softplus": lambda a: ca.log1p(ca.exp(-ca.fabs(a))) + ca.fmax(a, 0)}[model.decoder.activation]
+    layers = model.decoder.layers
+    for k, (W, b) in enumerate(layers):
+        z = ca.mtimes(ca.DM(W), z) + ca.DM(b)
+        if k < len(layers) - 1:
+            z = act(z)
+    x = ca.DM(model.x_mean) + ca.DM(model.x_scale) * z
+    J = ca.jacobian(x, q)
+    Hvv = ca.mtimes(ca.jacobian(ca.mtimes(J, qd), q), qd)
+    M = ca.DM(model.M)
+    f = ca.DM(model.f_g)
+    if n_u:
+        f = f + ca.mtimes(ca.DM(model.f_B), u)
+        for i in range(n_u):
+            f = f + u[i] * ca.mtimes(ca.DM(model.f_C[i]), x)
+    MJ = ca.mtimes(M, J)
+    rhs = ca.mtimes(J.T, f) - ca.mtimes(MJ.T, Hvv)
+    s = model.springs
+    for k in range(len(s.k)):
+        D = ca.DM(s.D[k])
+        d = ca.mtimes(D, x) + ca.DM(s.e[k])
+        length = ca.sqrt(ca.dot(d, d))
+        n = d / length
+        DJ = ca.mtimes(D, J)
+        ldot = ca.dot(n, ca.mtimes(DJ, qd))
+        tension = float(s.k[k]) * (length - float(s.L0[k])) + float(s.c[k]) * ldot
+        rhs = rhs - ca.mtimes(DJ.T, n) * tension
+    Mm = ca.mtimes(J.T, MJ)
+    qdd = _cholesky_solve(ca, Mm, rhs, m)
+    origins = []
+    for bl in art.layout.bodies:
+        p = [x[bl.offset + 3 * j: bl.offset + 3 * j + 3] for j in range(4)]
+        R = ca.horzcat(*[(p[j] - p[0]) / bl.length for j in (1, 2, 3)])
+        origins.append(p[0] - ca.mtimes(R, ca.DM(np.asarray(bl.com, dtype=np.float64))))
+    return ca.Function("model", [q, qd, u], [qdd, ca.vertcat(*origins)], ["q", "qd", "u"], ["qdd", "origins"])
+
+
+def _cholesky_solve(ca, A, b, m: int):
+    """``A^-1 b`` by the unrolled Cholesky factorisation of :func:`mc2fmu.reduced.manifold.cholesky_solve`
+    (the same operations, so the function agrees with the model to round-off)."""
+    L = [[None] * m for _ in range(m)]
+    for j in range(m):
+        s = A[j, j]
+        for k in range(j):
+            s = s - L[j][k] * L[j][k]
+        L[j][j] = ca.sqrt(s)
+        for i in range(j + 1, m):
+            s = A[i, j]
+            for k in range(j):
+                s = s - L[i][k] * L[j][k]
+            L[i][j] = s / L[j][j]
+    y = [None] * m
+    for i in range(m):
+        s = b[i]
+        for k in range(i):
+            s = s - L[i][k] * y[k]
+        y[i] = s / L[i][i]
+    x = [None] * m
+    for i in reversed(range(m)):
+        s = y[i]
+        for k in range(i + 1, m):
+            s = s - L[k][i] * x[k]
+        x[i] = s / L[i][i]
+    return ca.vertcat(*x)
+
+
+def export_casadi(model_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
+    """Write ``out`` (``casadi.Function.save``); returns a summary."""
+    from ..reduced.artifact import load_artifact
+
+    out = Path(out)
+    if out.suffix != ".casadi":
+        raise ExportError(f"{out}: a CasADi function is written as .casadi; name the output '<name>.casadi'")
+    art = load_artifact(model_dir)
+    fn = casadi_model(art)
+    with atomic_output(out) as tmp:
+        fn.save(str(tmp))
+    return {"file": str(out), "dof": art.model.dof, "inputs": list(art.mechanism.input_names),
+            "bodies": list(art.mechanism.body_names)}

@@ -1,0 +1,136 @@
+"""``mc2fmu linearize``: exact derivatives of the reduced ODE at an operating point.
+
+References: central finite differences of the numpy run-time model (another evaluation path
+than the torch AD under test), mc2fmu's own pose extraction (polar decomposition) for the
+outputs, and the engine: the small-oscillation frequencies of the full Exudyn model (free
+oscillations after a small pulse, frequencies fitted to all body origins) on a 1-DOF and a
+2-DOF closed loop, within 1 %.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mc2fmu.cli import main
+
+
+def _fd_jacobian(f, z: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    cols = []
+    for i in range(len(z)):
+        e = np.zeros_like(z)
+        e[i] = h * max(1.0, abs(z[i]))
+        cols.append((f(z + e) - f(z - e)) / (2 * e[i]))
+    return np.stack(cols, 1)
+
+
+@pytest.fixture(scope="module")
+def brief(reference_run, tmp_path_factory):
+    """``brief(name, dof)`` -> model dir trained briefly (derivatives are a property of any model)."""
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    cache = {}
+    root = tmp_path_factory.mktemp("linearize")
+
+    def get(name: str, dof: int, **kw):
+        key = (name, dof, tuple(sorted(kw.items())))
+        if key not in cache:
+            run = reference_run(name, "train")
+            mech = Path(run["path"]).parent.parent / "mechanism.toml"
+            out = root / f"{name}-{len(cache)}"
+            fit(mech, [run["path"]], TrainConfig(dof=dof, samples=300, adam_epochs=30, lbfgs_iters=30, **kw), out)
+            cache[key] = out
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("name, dof", [("four_bar", 1), ("two_bar", 2), ("macpherson", 1)])
+def test_a_b_c_against_finite_differences(brief, name, dof):
+    """A and B against central differences of the numpy model's acceleration, at the
+    equilibrium and at a moving state with a non-zero input; C (body origins) against
+    differences of mc2fmu's pose extraction from the decoded natural coordinates."""
+    from mc2fmu.control.linearize import linearize
+    from mc2fmu.mechanics.natural import poses_from_nc
+    from mc2fmu.reduced.artifact import load_artifact
+
+    model_dir = brief(name, dof)
+    art = load_artifact(model_dir)
+    model, m, n_u = art.model, art.model.dof, art.model.n_u
+    rng = np.random.default_rng(1)
+    eq = linearize(model_dir, u=list(art.initial_state.u))  # the training run starts at rest under this input
+    assert eq.equilibrium and eq.residual <= 1e-8
+    assert np.abs(model.acceleration(eq.q[None], np.zeros((1, m)), eq.u[None])).max() <= 1e-8
+    q1 = eq.q + 0.05 * rng.standard_normal(m)
+    moving = linearize(model_dir, q=list(q1), qd=list(0.3 * rng.standard_normal(m)),
+                       u=list(rng.standard_normal(n_u)))
+    assert not moving.equilibrium
+    for lin in (eq, moving):
+        def f(z):
+            return model.acceleration(z[None, :m], z[None, m:2 * m], z[None, 2 * m:])[0]
+
+        F = _fd_jacobian(f, np.concatenate([lin.q, lin.qd, lin.u]))
+        exact = np.concatenate([lin.A[m:, :], lin.B[m:, :]], 1)
+        assert np.abs(exact - F).max() <= 1e-6 * max(1.0, np.abs(F).max()), name
+        assert np.array_equal(lin.A[:m], np.hstack([np.zeros((m, m)), np.eye(m)]))
+
+        def origins(qq):
+            origin, _ = poses_from_nc(art.layout, model.decode(qq[None]))
+            return origin[0].ravel()
+
+        Y = _fd_jacobian(origins, lin.q)
+        n_y = Y.shape[0]
+        # the decoded bodies are rigid only to the training's accuracy: the polar factor and the
+        # linear extraction agree to that order
+        assert np.abs(lin.C[:n_y, :m] - Y).max() <= 2e-2 * max(1.0, np.abs(Y).max()), name
+        assert np.array_equal(lin.C[n_y:], np.eye(2 * m)) and not lin.D.any()
+
+
+def test_cli_writes_json_and_refuses_bad_points(brief, tmp_path, capsys):
+    model_dir = brief("two_bar", 2)
+    out = tmp_path / "lin.json"
+    from mc2fmu.reduced.artifact import load_artifact
+
+    u0 = ",".join(repr(v) for v in load_artifact(model_dir).initial_state.u)
+    assert main(["linearize", str(model_dir), "--at", f"u={u0}", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["states"] == ["q[1]", "q[2]", "qd[1]", "qd[2]"] and len(data["inputs"]) == 2
+    assert np.array(data["A"]).shape == (4, 4) and np.array(data["B"]).shape == (4, 2)
+    assert np.array(data["C"]).shape == (len(data["outputs"]), 4) and np.array(data["D"]).shape == (len(data["outputs"]), 2)
+    assert "frequency (Hz)" in printed and "static equilibrium" in printed
+    for bad, message in ((["q=1,2,3"], "2 finite value(s) expected"), (["w=1"], "NAME=V1"),
+                         (["u=x,1"], "must be numbers"), (["qd=1,0"], "give q as well")):
+        bad_out = tmp_path / "bad.json"
+        assert main(["linearize", str(model_dir), "--at", *bad, "-o", str(bad_out)]) == 2
+        assert message in capsys.readouterr().err and not bad_out.exists()
+
+
+# ---------------------------------------------------------------------------- against the engine
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, dof", [("four_bar", 1), ("five_bar", 2)])
+def test_small_oscillation_frequencies_match_the_engine(reference_run, tmp_path, name, dof):
+    """Trained with the defaults on the `train` run, linearised at its equilibrium under the
+    mechanism's static inputs: every small-oscillation frequency within 1 % of the full Exudyn
+    model's (free oscillations about the same equilibrium, fitted)."""
+    from examples.reference import model, oscillation_frequencies, small_oscillations
+    from mc2fmu.control.linearize import linearize
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    run = reference_run(name, "train")
+    mech = Path(run["path"]).parent.parent / "mechanism.toml"
+    fit(mech, [run["path"]], TrainConfig(dof=dof), tmp_path / "m")
+    lin = linearize(tmp_path / "m", u=list(model(name).static_inputs))
+    modes = [md for md in lin.modes() if md["oscillatory"]]
+    assert len(modes) == dof and all(abs(md["damping_ratio"]) < 1e-6 for md in modes)  # no damper in either
+    reduced = np.array([md["frequency_hz"] for md in modes])
+    ref = small_oscillations(name)
+    engine = oscillation_frequencies(ref["t"], ref["origin"].reshape(len(ref["t"]), -1), dof)
+    assert np.abs(reduced / engine - 1).max() <= 0.01, (reduced, engine)
