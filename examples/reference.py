@@ -440,13 +440,13 @@ def small_oscillations(name: str, amplitude: float = 0.02, t_end: float = 20.0, 
 
 def oscillation_frequencies(t: np.ndarray, signals: np.ndarray, count: int) -> np.ndarray:
     """The ``count`` frequencies (Hz, ascending) of a sum of undamped sinusoids shared by the
-    channels ``signals`` (n_t, n_ch): the strongest peaks of the summed power spectrum, refined
+    channels ``signals`` (n_t, n_ch, all in one unit): the strongest peaks of the summed power spectrum, refined
     by a least-squares fit of all channels (amplitudes linear, frequencies nonlinear)."""
     from scipy.optimize import least_squares
     from scipy.signal import find_peaks
 
-    y = signals - signals.mean(0)
-    y = y / np.maximum(np.abs(y).max(0), 1e-300)
+    y = signals - signals.mean(0)  # one unit (m) for all channels: no per-channel scaling, which would
+    # lift channels quadratic in the amplitude (twice the frequency) and round-off to the level of the rest
     dt = float(t[1] - t[0])
     n_fft = 16 * len(t)
     power = (np.abs(np.fft.rfft(y * np.hanning(len(t))[:, None], n=n_fft, axis=0)) ** 2).sum(1)
