@@ -19,6 +19,14 @@ def run_json(script: Path, request: dict, tmp_path: Path, timeout: float = 900) 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_misuse(script: Path, fmu, model_dir, case: str, tmp_path: Path, **extra) -> tuple[dict, str]:
+    """One misuse ``case`` of ``fmpy_sim.py`` (``script``) on ``fmu``, from the model's start values:
+    (each call -> "ok" or the error fmpy raised, the FMU's logged messages joined by " | ")."""
+    res = run_json(script, {"kind": "misuse", "case": case, "fmu": str(fmu), "start": start_values(model_dir),
+                            **extra}, tmp_path)
+    return dict(res["calls"]), " | ".join(m["message"] for m in res["messages"])
+
+
 def start_values(model_dir) -> dict[str, float]:
     """``q_start[i]``/``qd_start[i]`` = the model's default initial state (the first training run's)."""
     init = json.loads((Path(model_dir) / "model.json").read_text())["initial_state"]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mc2fmu.cli import main
-from tests.fmu_helpers import run_json, start_values
+from tests.fmu_helpers import run_json, run_misuse, start_values
 
 HOST = Path(__file__).with_name("fmu_host.py")
 FMPY_SIM = Path(__file__).with_name("fmpy_sim.py")
@@ -287,9 +287,7 @@ def _misuse(exported, tmp_path, case: str) -> tuple[dict, str]:
     interpreter's finalisation: after an error status, pythonfmu 0.7 still corrupts the host's
     heap there (README, "The python backend"; the native backend is the default for that)."""
     model_dir, fmu = exported("four_bar")[:2]
-    res = run_json(FMPY_SIM, {"kind": "misuse", "case": case, "fmu": str(fmu), "start": start_values(model_dir),
-                              "inputs": ["tau"]}, tmp_path)
-    return dict(res["calls"]), " | ".join(m["message"] for m in res["messages"])
+    return run_misuse(FMPY_SIM, fmu, model_dir, case, tmp_path, inputs=["tau"])
 
 
 @pytest.mark.parametrize("case, call, message", [

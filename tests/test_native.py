@@ -19,7 +19,7 @@ import pytest
 
 from tests.c_host.run import build_host, extract, have_valgrind, run_host
 from tests.conftest import TRAINED
-from tests.fmu_helpers import run_json, start_values
+from tests.fmu_helpers import run_json, run_misuse, start_values
 
 HERE = Path(__file__).parent
 FMU_HOST = HERE / "fmu_host.py"
@@ -606,9 +606,7 @@ def test_compile_errors_show_the_first_lines(tmp_path):
 def _misuse(native, trained, tmp_path, case, interface="cs"):
     model_dir = trained("four_bar")[0]
     fmu = native("four_bar", 2, interface)[0]
-    res = run_json(FMPY_SIM, {"kind": "misuse", "case": case, "fmu": str(fmu), "start": start_values(model_dir),
-                              "both": interface == "both"}, tmp_path)
-    return dict(res["calls"]), " | ".join(m["message"] for m in res["messages"])
+    return run_misuse(FMPY_SIM, fmu, model_dir, case, tmp_path, both=interface == "both")
 
 
 @pytest.mark.parametrize("case, call, message", [

@@ -537,13 +537,11 @@ def test_reduced_mass_conditioning_flags_a_coordinate_without_inertia():
     assert reduced_mass_conditioning(model(np.diag([2.0, 0.0])), data) == 0.0
 
 
-def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
-    """A checkpoint whose step is beyond the run (it used to skip training silently) or whose
-    best weights are NaN at the end (it used to write a NaN model with exit 0) is an error."""
+def _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path):
+    """A TINY training interrupted at its 5th step: (dataset, config, checkpoint path, its state)."""
     import torch
 
     from mc2fmu.data.dataset import load_training_data
-    from mc2fmu.errors import TrainingError
     from mc2fmu.reducers.autoencoder.config import TrainConfig
     from mc2fmu.reducers.autoencoder.training import train
     from mc2fmu.reducers.base import Checkpointer
@@ -554,6 +552,19 @@ def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
     with pytest.raises(RuntimeError):
         train(ds, cfg, _interrupt_at(5, RuntimeError), Checkpointer(path, 1e-9))
     state = torch.load(path, weights_only=True)
+    return ds, cfg, path, state
+
+
+def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
+    """A checkpoint whose step is beyond the run (it used to skip training silently) or whose
+    best weights are NaN at the end (it used to write a NaN model with exit 0) is an error."""
+    import torch
+
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer
+
+    ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
     n_steps = cfg.adam_epochs + len(range(0, cfg.lbfgs_iters, 20))
 
     torch.save({**state, "step": 10**12}, path)
@@ -570,18 +581,11 @@ def test_damaged_checkpoints_are_refused_with_a_message(toy_mechanism, toy_run, 
     (each used to end in a traceback) is a TrainingError that says to delete it."""
     import torch
 
-    from mc2fmu.data.dataset import load_training_data
     from mc2fmu.errors import TrainingError
-    from mc2fmu.reducers.autoencoder.config import TrainConfig
     from mc2fmu.reducers.autoencoder.training import train
     from mc2fmu.reducers.base import Checkpointer
 
-    ds = load_training_data(toy_mechanism, [toy_run])
-    cfg = TrainConfig(**TINY)
-    path = tmp_path / "m.checkpoint.pt"
-    with pytest.raises(RuntimeError):
-        train(ds, cfg, _interrupt_at(5, RuntimeError), Checkpointer(path, 1e-9))
-    state = torch.load(path, weights_only=True)
+    ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
     first_weight = next(iter(state["model"]))
     damaged = {
         "config missing": {k: v for k, v in state.items() if k != "config"},

@@ -38,7 +38,7 @@ def _casadi():
 
 def casadi_model(art) -> Any:
     """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins)`` of a model artifact."""
-    from ..reduced.manifold import ManifoldModel
+    from ..reduced.manifold import ManifoldModel, cholesky_steps
 
     ca = _casadi()
     model = art.model
@@ -85,42 +85,14 @@ def casadi_model(art) -> Any:
         tension = float(s.k[k]) * (length - float(s.L0[k])) + float(s.c[k]) * ldot
         rhs = rhs - ca.mtimes(DJ.T, n) * tension
     Mm = ca.mtimes(J.T, MJ)
-    qdd = _cholesky_solve(ca, Mm, rhs, m)
+    # the run-time model's unrolled Cholesky, so the function agrees with it to round-off
+    qdd = ca.vertcat(*cholesky_steps(lambda i, j: Mm[i, j], lambda i: rhs[i], m, ca.sqrt))
     origins = []
     for bl in art.layout.bodies:
         p = [x[bl.offset + 3 * j: bl.offset + 3 * j + 3] for j in range(4)]
         R = ca.horzcat(*[(p[j] - p[0]) / bl.length for j in (1, 2, 3)])
         origins.append(p[0] - ca.mtimes(R, ca.DM(np.asarray(bl.com, dtype=np.float64))))
     return ca.Function("model", [q, qd, u], [qdd, ca.vertcat(*origins)], ["q", "qd", "u"], ["qdd", "origins"])
-
-
-def _cholesky_solve(ca, A, b, m: int):
-    """``A^-1 b`` by the unrolled Cholesky factorisation of :func:`mc2fmu.reduced.manifold.cholesky_solve`
-    (the same operations, so the function agrees with the model to round-off)."""
-    L = [[None] * m for _ in range(m)]
-    for j in range(m):
-        s = A[j, j]
-        for k in range(j):
-            s = s - L[j][k] * L[j][k]
-        L[j][j] = ca.sqrt(s)
-        for i in range(j + 1, m):
-            s = A[i, j]
-            for k in range(j):
-                s = s - L[i][k] * L[j][k]
-            L[i][j] = s / L[j][j]
-    y = [None] * m
-    for i in range(m):
-        s = b[i]
-        for k in range(i):
-            s = s - L[i][k] * y[k]
-        y[i] = s / L[i][i]
-    x = [None] * m
-    for i in reversed(range(m)):
-        s = y[i]
-        for k in range(i + 1, m):
-            s = s - L[k][i] * x[k]
-        x[i] = s / L[i][i]
-    return ca.vertcat(*x)
 
 
 def export_casadi(model_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:

@@ -72,24 +72,25 @@ def decoder_features(q, angles, q_mean, q_scale, second: bool = True):
 # ------------------------------------------------------------------ dynamics
 
 
-def cholesky_solve(A, b):
-    """Solve ``A y = b`` for small SPD ``A`` (..., m, m) by an unrolled Cholesky factorisation."""
-    o = ops(A)
-    m = A.shape[-1]
+def cholesky_steps(a, b, m: int, sqrt) -> list:
+    """The solution of ``A y = b`` (m x m SPD) by an unrolled Cholesky factorisation, as a list of
+    m entries, from element accessors ``a(i, j)``, ``b(i)`` and ``sqrt``: one sequence of
+    operations for numpy, torch (:func:`cholesky_solve`) and CasADi
+    (:mod:`mc2fmu.control.casadi_export`)."""
     L = [[None] * m for _ in range(m)]
     for j in range(m):
-        s = A[..., j, j]
+        s = a(j, j)
         for k in range(j):
             s = s - L[j][k] * L[j][k]
-        L[j][j] = o.sqrt(s)
+        L[j][j] = sqrt(s)
         for i in range(j + 1, m):
-            s = A[..., i, j]
+            s = a(i, j)
             for k in range(j):
                 s = s - L[i][k] * L[j][k]
             L[i][j] = s / L[j][j]
     z = [None] * m
     for i in range(m):
-        s = b[..., i]
+        s = b(i)
         for k in range(i):
             s = s - L[i][k] * z[k]
         z[i] = s / L[i][i]
@@ -99,6 +100,13 @@ def cholesky_solve(A, b):
         for k in range(i + 1, m):
             s = s - L[k][i] * y[k]
         y[i] = s / L[i][i]
+    return y
+
+
+def cholesky_solve(A, b):
+    """Solve ``A y = b`` for small SPD ``A`` (..., m, m) by an unrolled Cholesky factorisation."""
+    o = ops(A)
+    y = cholesky_steps(lambda i, j: A[..., i, j], lambda i: b[..., i], A.shape[-1], o.sqrt)
     return o.stack(y, -1)
 
 
