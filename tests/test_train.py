@@ -604,3 +604,135 @@ def test_damaged_checkpoints_are_refused_with_a_message(toy_mechanism, toy_run, 
         with pytest.raises(TrainingError, match="delete it and run without --resume") as info:
             train(ds, cfg, None, Checkpointer(path, resume=True))
         assert str(path) in str(info.value), what
+
+
+# ---------------------------------------------------------------------------- the data's affine hull
+
+
+def test_affine_hull_of_a_body_turning_about_a_fixed_axis_is_two_dimensional():
+    """Every point of a body turning about a fixed axis is affine in (cos, sin) of its angle: the
+    hull of a 12-coordinate body's samples is 2-dimensional and holds angles never sampled."""
+    from mc2fmu.reducers.autoencoder.training import affine_hull
+
+    from .conftest import rotation_about
+
+    axis, pivot = np.array([0.3, -0.5, 0.8]), np.array([0.2, 0.1, -0.4])
+    points = np.array([[0.0, 0.0, 0.0], [0.5, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 0.5]]) + [0.1, 0.2, 0.05]
+
+    def nc(angle):
+        R = rotation_about(axis, np.atleast_1d(angle))
+        return (pivot + np.einsum("tij,kj->tki", R, points)).reshape(len(R), 12)
+
+    x = nc(np.linspace(-0.4, 0.7, 300))
+    V, spread = affine_hull(x, 1e-9)
+    assert V.shape == (12, 2) and np.allclose(V.T @ V, np.eye(2), atol=1e-12) and spread.min() > 1e-3
+    other = nc(np.array([2.0, -3.0])) - x.mean(axis=0)  # far outside the sampled range
+    assert np.abs(other - other @ V @ V.T).max() < 1e-12
+    # not vacuous: a second axis of rotation leaves the hull
+    tilted = (pivot + np.einsum("ij,kj->ki", rotation_about([1.0, 0, 0], np.array([0.3]))[0],
+                                points)).reshape(1, 12) - x.mean(axis=0)
+    assert np.abs(tilted - tilted @ V @ V.T).max() > 1e-2
+
+
+SPRING = """
+[[springs]]
+name = "s"
+body_a = "arm"
+point_a = [0.3, 0.1, 0.0]
+body_b = "rod"
+point_b = [0.0, 0.1, 0.4]
+stiffness = 300.0
+damping = 7.0
+length = 0.9
+"""
+
+
+def _toy_model(toy_mechanism, toy_run, coords=(), spring=False):
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import build_model
+
+    torch.manual_seed(3)
+    if spring:
+        toy_mechanism.write_text(toy_mechanism.read_text() + SPRING)
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(dof=len(coords) or 2, coords=coords, encoder_hidden=(8,), hidden=(8, 8))
+    model = build_model(ds, cfg, [False] * cfg.dof)
+    with torch.no_grad():  # weights far from their initialisation: nothing below holds by accident
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    return ds, model
+
+
+def test_decoder_keeps_the_linear_relations_of_the_data_anywhere(toy_mechanism, toy_run):
+    """The toy's arm turns about the global z axis at z = 0: its points' z coordinates never
+    change in the data, so the decoder (random weights, latent points far outside the data)
+    must keep them exactly; the rod's move and stay free."""
+    ds, model = _toy_model(toy_mechanism, toy_run)
+    arm, rod = ds.layout.body("arm").slice, ds.layout.body("rod").slice
+    z_of = lambda x, s: x[:, s][:, 2::3]  # noqa: E731
+    assert np.ptp(z_of(ds.x, arm), axis=0).max() < 1e-12 < np.ptp(z_of(ds.x, rod), axis=0).min()
+    q = torch.as_tensor(np.random.default_rng(0).normal(0.0, 20.0, (50, 2)))
+    with torch.no_grad():
+        x, J, H = (a.numpy() for a in model.decoder.value_jh(q))
+    assert np.abs(z_of(x, arm) - z_of(ds.x, arm)[0]).max() < 1e-12
+    assert np.abs(J[:, arm][:, 2::3]).max() < 1e-12 and np.abs(H[:, arm][:, 2::3]).max() < 1e-12
+    assert np.ptp(z_of(x, rod), axis=0).min() > 1e-3
+
+
+@pytest.mark.parametrize("coords", [(), ("arm.R11",)], ids=["autoencoder", "known"])
+def test_runtime_model_is_the_trained_model_with_the_hull_folded_in(toy_mechanism, toy_run, coords):
+    """The run-time (numpy) model carries the hull basis inside its first/last layers and
+    computes the dynamics in natural coordinates; the torch model computes them in hull
+    coordinates (projected mass, inputs, spring): decoder, encoder and right-hand side agree."""
+    from mc2fmu.reducers.autoencoder.torch_model import to_runtime
+
+    ds, model = _toy_model(toy_mechanism, toy_run, coords, spring=True)
+    assert model.reduced and model.springs is not None and model.f_C.abs().max() > 0
+    rt = to_runtime(model, float(ds.dt[0]))
+    assert rt.decoder.widths[-1] == ds.layout.size and model.decoder.net.sizes[-1] < ds.layout.size
+    rng = np.random.default_rng(1)
+    q, qd, u = rng.normal(size=(20, rt.dof)), rng.normal(size=(20, rt.dof)), rng.normal(size=(20, rt.n_u))
+    x = ds.x[::10] + 1e-3 * rng.normal(size=ds.x[::10].shape)  # off the hull too: the encoder projects
+    with torch.no_grad():
+        t = lambda a: torch.as_tensor(a)  # noqa: E731
+        ref_x, ref_J, ref_H = (a.numpy() for a in model.decoder.value_jh(t(q)))
+        ref_q = model.encoder(t(x)).numpy()
+        ref_a = model.acceleration(t(q), t(qd), t(u)).numpy()
+    x_rt, J_rt, H_rt = rt.decode_jh(q)
+    for got, ref in ((x_rt, ref_x), (J_rt, ref_J), (H_rt, ref_H), (rt.encode(x), ref_q),
+                     (rt.acceleration(q, qd, u), ref_a)):
+        assert np.abs(got - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())
+
+
+def test_data_that_move_in_fewer_directions_than_the_dof_are_refused(capsys, tmp_path):
+    """A body turning about a fixed axis spans a 2-dimensional hull: --dof 3 cannot be learnt."""
+    from .conftest import rotation_about
+
+    (tmp_path / "m.toml").write_text('name = "p"\n[[bodies]]\nname = "bar"\nmass = 1.0\ninertia = [0.01, 0.02, 0.02]\n')
+    t = np.arange(400) * 1e-2
+    R = rotation_about([0.0, 0.0, 1.0], 0.5 * np.sin(t))[:, None]
+    write_run(tmp_path / "r.csv", t, ["bar"], np.zeros((len(t), 1, 3)), R, [], np.zeros((len(t), 0)))
+    code, _, err = run_cli(capsys, "train", str(tmp_path / "m.toml"), str(tmp_path / "r.csv"), "--dof", "3", *FAST,
+                           "-o", str(tmp_path / "model"))
+    assert code != 0 and "move in only 2 independent direction" in err and "--dof 3" in err
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("coords", [(), ("arm.R11",)], ids=["autoencoder", "known"])
+def test_hull_coordinates_give_the_natural_coordinate_loss(toy_mechanism, toy_run, coords):
+    """L_rec and L_dyn taken in hull coordinates (the training default) are the natural-coordinate
+    ones: the same model, evaluated both ways."""
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import LossFunction, loss_scales, make_windows
+
+    ds, model = _toy_model(toy_mechanism, toy_run, coords, spring=True)
+    cfg = TrainConfig(dof=model.decoder.n_q, coords=coords, rigidity_weight=0.0)
+    W = make_windows(ds, 80)
+    angles = [False] * cfg.dof
+    with torch.no_grad():
+        hull = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, W)).terms(W)
+        model.reduced = False  # natural coordinates: x = h_d(q), M, f, springs as they are
+        natural = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, W)).terms(W)
+    for key in ("rec", "dyn"):
+        assert float(natural[key]) > 1e-6 and abs(float(hull[key]) / float(natural[key]) - 1) < 1e-9, key

@@ -97,6 +97,11 @@ class TrainConfig:
         "--identify-iters", "--identify: L-BFGS iterations that train the model with the identified terms "
         "(default 500)"))
     validation_fraction: float = 0.05
+    # the decoder's outputs span the data's affine hull: the principal directions whose singular
+    # value exceeds hull_tol of the largest (0: no hull).  Measured on the four-bar autoencoder
+    # (300 Adam epochs + 400 L-BFGS iterations): 1e-9 kept a direction at 4e-6 and training
+    # diverged (validation loss 7); 1e-5 gave 4.7e-7, 1e-3 1.2e-6
+    hull_tol: float = 1e-5
     scale_floor: float = 1e-3  # relative floor on per-coordinate scales (channels that barely move)
     loss_scale: str = "channel"  # "channel": per coordinate (default; measured better); "global": one scale per term
     seed: int = field(default=0, metadata=_opt("--seed", "random seed (default 0)"))
@@ -126,6 +131,8 @@ class TrainConfig:
             problems.append(f"--identify-iters {self.identify_iters}: must be >= 0")
         if self.rollout_steps < 0:
             problems.append(f"--rollout {self.rollout_steps}: the number of rollout steps must be >= 0 (0: off)")
+        if not (math.isfinite(self.hull_tol) and 0 <= self.hull_tol < 1):
+            problems.append(f"hull_tol {self.hull_tol}: must be in [0, 1) (0: no hull)")
         for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight"):
             w = getattr(self, name)
             if not (math.isfinite(w) and w >= 0):

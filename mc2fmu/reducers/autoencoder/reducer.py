@@ -18,7 +18,7 @@ from ...reduced.terms import equation
 from ..base import Checkpointer, config_to_dict
 from .config import TrainConfig
 from .graphs import onnx_graphs
-from .torch_model import to_runtime
+from .torch_model import from_runtime, to_runtime
 from .training import train
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,8 @@ class AutoencoderReducer:
                                        "seed": config.seed},
                              versions={"torch": torch.__version__})
         with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
-            graphs, errors = onnx_graphs(result.model, runtime, art.envelope, tmp)
+            # from the run-time model's own weights (the hull basis folded in), checked against torch
+            graphs, errors = onnx_graphs(from_runtime(runtime), runtime, art.envelope, tmp)
         runtime.resources.update(graphs)
         art.training["onnx_max_difference"] = errors
         return art

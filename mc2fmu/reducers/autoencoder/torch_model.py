@@ -45,32 +45,68 @@ def _t(a) -> Tensor:
 
 
 class Decoder(nn.Module):
-    """``h_d: q -> x`` with exact ``J`` and ``H``."""
+    """``h_d: q -> x`` with exact ``J`` and ``H``.
+
+    With an ``out_map`` (``n x r``, spanning the training data's affine hull, see
+    :func:`mc2fmu.reducers.autoencoder.training.hull_maps`) the network has ``r`` outputs and
+    ``x = x_mean + out_map y``: the decoder cannot leave the hull, so every linear relation the
+    data satisfy (planarity, joint points, the in-plane axes of a planar body) holds exactly
+    wherever the model goes.  The run-time model gets the same map as an ordinary MLP
+    (:meth:`runtime_weights` folds it into the output layer).
+    """
 
     def __init__(self, n_q: int, n_x: int, hidden: Sequence[int], activation: str, angles: Sequence[bool],
-                 q_mean: np.ndarray, q_scale: np.ndarray, x_mean: np.ndarray, x_scale: np.ndarray):
+                 q_mean: np.ndarray, q_scale: np.ndarray, x_mean: np.ndarray, x_scale: np.ndarray,
+                 out_map: np.ndarray | None = None):
         super().__init__()
         self.n_q, self.n_x = n_q, n_x
         self.angles = [bool(a) for a in angles]
         n_feat = sum(2 if a else 1 for a in self.angles)
-        self.net = MLP([n_feat, *hidden, n_x], activation)
+        self.net = MLP([n_feat, *hidden, n_x if out_map is None else out_map.shape[1]], activation)
         self.register_buffer("q_mean", _t(q_mean))
         self.register_buffer("q_scale", _t(q_scale))
         self.register_buffer("x_mean", _t(x_mean))
         self.register_buffer("x_scale", _t(x_scale))
+        # the output map y -> x - x_mean: x_scale * y, or out_map y
+        self.register_buffer("out_map", None if out_map is None else _t(out_map))
 
     def features(self, q: Tensor, second: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
         return decoder_features(q, self.angles, self.q_mean, self.q_scale, second)
 
     def forward(self, q: Tensor) -> Tensor:
         phi, _, _ = self.features(q, second=False)
-        return self.x_mean + self.x_scale * self.net(phi)
+        y = self.net(phi)
+        return self.x_mean + (self.x_scale * y if self.out_map is None else y @ self.out_map.T)
 
     def value_jh(self, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         phi, Jphi, Hphi = self.features(q)
         y, Jy, Hy = self.net.forward_jh(phi, Jphi, Hphi)
-        s = self.x_scale
-        return self.x_mean + s * y, s[:, None] * Jy, s[:, None, None] * Hy
+        if self.out_map is None:
+            s = self.x_scale
+            return self.x_mean + s * y, s[:, None] * Jy, s[:, None, None] * Hy
+        P = self.out_map
+        B, r, m = Jy.shape
+        return (self.x_mean + y @ P.T, P @ Jy,
+                (P @ Hy.reshape(B, r, m * m)).reshape(B, self.n_x, m, m))
+
+    def hull_jh(self, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """With an ``out_map``: the hull coordinates ``y`` of ``x = x_mean + out_map y`` and their
+        ``J``, ``H`` (the network's own outputs, before the map)."""
+        phi, Jphi, Hphi = self.features(q)
+        return self.net.forward_jh(phi, Jphi, Hphi)
+
+    def hull(self, q: Tensor) -> Tensor:
+        """``y`` alone (see :meth:`hull_jh`)."""
+        return self.net(self.features(q, second=False)[0])
+
+    def runtime_weights(self) -> MLPWeights:
+        """The network as the run-time model runs it, ``x = x_mean + x_scale * net(phi)``: the
+        output map folded into the last layer."""
+        w = _weights(self.net)
+        if self.out_map is None:
+            return w
+        F = self.out_map.detach().numpy() / self.x_scale.detach().numpy()[:, None]
+        return MLPWeights(w.weights[:-1] + (F @ w.weights[-1],), w.biases[:-1] + (F @ w.biases[-1],), w.activation)
 
 
 def atan2(y: Tensor, x: Tensor) -> Tensor:
@@ -85,18 +121,26 @@ def atan2(y: Tensor, x: Tensor) -> Tensor:
 
 
 class NeuralEncoder(nn.Module):
-    """``h_e: x -> q`` for unknown minimal coordinates."""
+    """``h_e: x -> q`` for unknown minimal coordinates.
+
+    With an ``in_map`` (``n x r``, see :class:`Decoder`) the network reads the ``r`` hull
+    coordinates ``in_map^T (x - x_mean)`` instead of all ``n`` z-scored coordinates: directions
+    the data never move in (where a z-score would only amplify round-off) do not reach it.
+    """
 
     def __init__(self, n_x: int, n_q: int, hidden: Sequence[int], activation: str, angles: Sequence[bool],
-                 x_mean: np.ndarray, x_scale: np.ndarray):
+                 x_mean: np.ndarray, x_scale: np.ndarray, in_map: np.ndarray | None = None):
         super().__init__()
         self.angles = [bool(a) for a in angles]
-        self.net = MLP([n_x, *hidden, sum(2 if a else 1 for a in self.angles)], activation)
+        n_in = n_x if in_map is None else in_map.shape[1]
+        self.net = MLP([n_in, *hidden, sum(2 if a else 1 for a in self.angles)], activation)
         self.register_buffer("x_mean", _t(x_mean))
         self.register_buffer("x_scale", _t(x_scale))
+        self.register_buffer("in_map", None if in_map is None else _t(in_map))
 
     def forward(self, x: Tensor) -> Tensor:
-        out = self.net((x - self.x_mean) / self.x_scale)
+        d = x - self.x_mean
+        out = self.net(d / self.x_scale if self.in_map is None else d @ self.in_map)
         q, k = [], 0
         for is_angle in self.angles:
             if is_angle:
@@ -106,6 +150,15 @@ class NeuralEncoder(nn.Module):
                 q.append(out[:, k])
                 k += 1
         return torch.stack(q, 1)
+
+    def runtime_weights(self) -> MLPWeights:
+        """The network as the run-time model runs it, on ``(x - x_mean) / x_scale``: the input
+        map folded into the first layer."""
+        w = _weights(self.net)
+        if self.in_map is None:
+            return w
+        F = self.in_map.detach().numpy() * self.x_scale.detach().numpy()[:, None]  # (n, r)
+        return MLPWeights((w.weights[0] @ F.T,) + w.weights[1:], w.biases, w.activation)
 
 
 class LinearEncoder(nn.Module):
@@ -121,7 +174,18 @@ class LinearEncoder(nn.Module):
 
 
 class TorchManifoldModel(nn.Module):
-    """Decoder + encoder + the NC physics (``M`` and the force model, springs included)."""
+    """Decoder + encoder + the NC physics (``M`` and the force model, springs included).
+
+    With a decoder on the data's affine hull (``out_map = P``, ``x = x_mean + P y``) the
+    dynamics are computed in the ``r`` hull coordinates: every force of the model is affine in
+    ``x`` (gravity, the inputs' ``f_B u + sum_i u_i f_C[i] x``, the springs' point differences
+    ``D x + e``), so ``J^T M J = J_y^T (P^T M P) J_y``, ``J^T f = J_y^T P^T f`` and so on with the
+    projected ``P^T M P`` (r x r), ``P^T f_g``, ``P^T f_B + P^T f_C x_mean``, ``P^T f_C P``,
+    ``D P`` and ``D x_mean + e``: the same numbers as in natural coordinates (to round-off), at a
+    cost that grows with ``r``, not with the number of bodies (A02's 972 coordinates have
+    ``r = 2``).  The run-time model, with the map folded into the decoder, computes them in
+    natural coordinates.
+    """
 
     SPRING_BUFFERS = ("spring_D", "spring_e", "spring_k", "spring_c", "spring_L0")
 
@@ -145,6 +209,13 @@ class TorchManifoldModel(nn.Module):
         self.step_map_name = step_map
         self.step_map: StepMap = get_step_map(step_map)
         self.library: TermLibrary | None = None
+        self.reduced = decoder.out_map is not None
+        if self.reduced:  # the physics projected on the hull (derived: not saved)
+            P, mean = decoder.out_map, decoder.x_mean
+            for name, value in (("r_mass", P.T @ self.M @ P), ("r_f_g", self.f_g @ P),
+                                ("r_f_B", P.T @ self.f_B + ((self.f_C @ mean) @ P).T), ("r_f_C", P.T @ self.f_C @ P),
+                                ("r_spring_D", self.spring_D @ P), ("r_spring_e", self.spring_e + self.spring_D @ mean)):
+                self.register_buffer(name, value.contiguous(), persistent=False)
 
     def set_library(self, library: TermLibrary | None, trainable: bool = False, dense: bool = False) -> None:
         """Identified terms (those with a nonzero coefficient); ``trainable``: the nonzero
@@ -185,8 +256,17 @@ class TorchManifoldModel(nn.Module):
         return applied_force(self.f_g, self.f_B, self.f_C, x, u)
 
     def terms(self, q: Tensor, u: Tensor) -> ManifoldTerms:
-        x, J, H = self.decoder.value_jh(q)
+        """The velocity-free terms at ``q``; with a hull decoder in hull coordinates (``terms.x``
+        is then ``y``, ``terms.J`` is ``dy/dq``)."""
         ident = None if self.library is None else (self.library, self.identified_coefficients(), self.ident_param, q, u)
+        if self.reduced:
+            y, J, H = self.decoder.hull_jh(q)
+            springs = self.springs
+            if springs is not None:
+                springs = SimpleNamespace(**{**vars(springs), "D": self.r_spring_D, "e": self.r_spring_e})
+            return manifold_terms(y, J, H, self.r_mass, applied_force(self.r_f_g, self.r_f_B, self.r_f_C, y, u),
+                                  springs, ident)
+        x, J, H = self.decoder.value_jh(q)
         return manifold_terms(x, J, H, self.mass, self.force(x, u), self.springs, ident)
 
     def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
@@ -210,9 +290,9 @@ def to_runtime(model: TorchManifoldModel, dt: float, resources: dict[str, bytes]
     if isinstance(enc, LinearEncoder):
         enc_parts = (None, None, None, a(enc.E), a(enc.e0))
     else:
-        enc_parts = (_weights(enc.net), a(enc.x_mean), a(enc.x_scale), None, None)
+        enc_parts = (enc.runtime_weights(), a(enc.x_mean), a(enc.x_scale), None, None)
     library = model.runtime_library()
-    return ManifoldModel(float(dt), tuple(dec.angles), model.step_map_name, _weights(dec.net), a(dec.q_mean),
+    return ManifoldModel(float(dt), tuple(dec.angles), model.step_map_name, dec.runtime_weights(), a(dec.q_mean),
                          a(dec.q_scale), a(dec.x_mean), a(dec.x_scale), *enc_parts, a(model.M), a(model.f_g),
                          a(model.f_B), a(model.f_C), springs, dict(resources or {}), library)
 
