@@ -2,11 +2,15 @@
 
     python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
                                         [--loss sim|appendix] [--rollout K] [--rollout-weight W]
-                                        [--warmup rec|none]
+                                        [--warmup rec|none] [--no-cost] [--plots DIR]
 
 For each mechanism: train on the `train` run (`mc2fmu train` defaults), roll the model out
 on all four runs from their initial states, and print position NRMSE (%), max rotation
-error (rad), when the envelope flag first rose and when the error first exceeded 10 %.
+error (rad), when the envelope flag first rose and when the error first exceeded 10 %, and the
+native FMU's cost per 1 ms step in the plain-C host (tests/c_host: FMI 2 co-simulation, set
+the inputs, doStep, get q; thread CPU time, best of 5 runs of the `low` run; --no-cost skips
+it).  --plots DIR writes one plot per mechanism: the largest body-origin error over time
+relative to the run's rms variation, every run, both modes (default out/bench/plots).
 Reference runs are generated with Exudyn if missing (examples/<name>/runs).
 """
 
@@ -57,6 +61,54 @@ def ensure_runs(name: str) -> Path:
     return folder
 
 
+def native_cost(model_dir: Path, folder: Path, work: Path) -> float:
+    """us per 1 ms step of the native FMI 2 co-simulation FMU in the plain-C host (q only)."""
+    import json
+
+    from mc2fmu.fmu.export import export_fmu
+    from tests.c_host.run import build_host, extract, run_host
+
+    work.mkdir(parents=True, exist_ok=True)
+    mech = load_mechanism(folder / "mechanism.toml")
+    run = read_run(folder / "runs" / "low.csv.gz", mech)
+    fmu = work / "native.fmu"
+    export_fmu(model_dir, fmu, "native")
+    lib, guid, md = extract(fmu, work / "fmu")
+    init = json.loads((model_dir / "model.json").read_text())["initial_state"]
+    start = ({f"q_start[{i + 1}]": v for i, v in enumerate(init["q"])}
+             | {f"qd_start[{i + 1}]": v for i, v in enumerate(init["qd"])})
+    n = len(run.t) - 1
+    text = run_host(build_host(work), lib, guid, md, mode="bench", repeats=5, start=start, inputs=list(mech.input_names),
+                    rows=run.u[:n], n_steps=n, work=work, outputs=["q[1]"])[1]
+    return float(text.split("us_per_step")[1].split()[0])
+
+
+def plot_errors(name: str, results: dict[str, dict], path: Path) -> None:
+    """The largest body-origin error over time / the run's rms variation, per run and mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(EXCITATIONS), figsize=(4 * len(EXCITATIONS), 3.2), sharey=True)
+    for ax, exc in zip(axes, EXCITATIONS):
+        for mode, res in results.items():
+            r = res[exc]
+            ax.semilogy(r["t"], np.maximum(r["err"], 1e-7), label=mode, lw=0.8)
+            if r["flag"] is not None:
+                ax.axvline(r["flag"], color="0.5", ls=":", lw=0.8)
+        ax.axhline(0.10, color="r", ls="--", lw=0.8)
+        ax.set_title(f"{name}: {exc}")
+        ax.set_xlabel("t s")
+        ax.set_ylim(1e-6, 10)
+    axes[0].set_ylabel("max body-origin error / rms variation")
+    axes[0].legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
     art = load_artifact(model_dir)
     mech = load_mechanism(folder / "mechanism.toml")
@@ -80,6 +132,8 @@ def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
             "err10": float(run.t[over[0]]) if over.size else None,
             "flag": None if flag is None else float(run.t[flag]),
             "sim_s": sim_s,
+            "t": run.t,
+            "err": np.where(np.isfinite(err), err, 10.0),
         }
     return out
 
@@ -94,10 +148,14 @@ def main(argv=None) -> int:
     ap.add_argument("--rollout-weight", type=float, default=1.0)
     ap.add_argument("--warmup", default="rec", help="rec (default) or none (mc2fmu train --warmup)")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    ap.add_argument("--no-cost", action="store_true", help="skip the native FMU's cost per step")
+    ap.add_argument("--plots", default=None, metavar="DIR", help="error-over-time plots (default OUT/plots)")
     args = ap.parse_args(argv)
+    plots = Path(args.plots or Path(args.out) / "plots")
     rows = []
     for name in args.names:
         folder = ensure_runs(name)
+        per_mode = {}
         for mode in args.modes.split(","):
             coords = KNOWN[name] if mode == "known" else ()
             cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
@@ -110,21 +168,26 @@ def main(argv=None) -> int:
             art = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], cfg, model_dir)
             train_s = time.perf_counter() - t0
             res = evaluate(model_dir, folder)
-            rows.append((name, mode, train_s, art, res))
+            cost = float("nan") if args.no_cost else native_cost(model_dir, folder, model_dir.parent / "cost" / model_dir.name)
+            per_mode[mode] = res
+            rows.append((name, mode, train_s, art, res, cost))
             print(f"{name} {mode}: trained in {train_s:.1f} s; " + ", ".join(
-                f"{e} {100 * r['nrmse']:.3f} %" for e, r in res.items()), flush=True)
+                f"{e} {100 * r['nrmse']:.3f} %" for e, r in res.items()) + f"; native {cost:.2f} us/step", flush=True)
+        plot_errors(name, per_mode, plots / f"{name}.png")
     print()
     print("train s: the optimisation alone; fit s: `mc2fmu train` as a whole (data, training, ONNX graphs, writing)")
-    print("| mechanism | mode | loss | rollout K | train s | fit s | epochs (Adam+L-BFGS) | run | NRMSE % | max rot err rad | envelope flag s | error > 10 % at s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, mode, train_s, art, res in rows:
+    print("native us/step: the native FMU in the plain-C host, 1 ms steps of the low run, q only")
+    print("| mechanism | mode | loss | rollout K | train s | fit s | epochs (Adam+L-BFGS) | native us/step | run | NRMSE % "
+          "| max rot err rad | envelope flag s | error > 10 % at s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, mode, train_s, art, res, cost in rows:
         c = art.training["config"]
         opt_s = art.training["metrics"]["train_seconds"]
         for exc, r in res.items():
             flag = "-" if r["flag"] is None else f"{r['flag']:.3f}"
             err10 = "-" if r["err10"] is None else f"{r['err10']:.3f}"
             print(f"| {name} | {mode} | {c['loss']} | {c['rollout_steps']} | {opt_s:.0f} | {train_s:.0f} | "
-                  f"{c['adam_epochs']}+{c['lbfgs_iters']} | {exc} | {100 * r['nrmse']:.3f} | {r['rot']:.2e} | {flag} | {err10} |")
+                  f"{c['adam_epochs']}+{c['lbfgs_iters']} | {cost:.2f} | {exc} | {100 * r['nrmse']:.3f} | {r['rot']:.2e} | {flag} | {err10} |")
     return 0
 
 

@@ -90,6 +90,25 @@ def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name
         assert np.abs((xp - 2 * x + xm) / h**2 - H[:, 0, 0]).max() < 1e-3 * max(1.0, np.abs(H).max())
 
 
+def test_the_export_check_catches_a_graph_that_drifts_from_torch(tmp_path):
+    """The exporter's self-check (graphs.check_graph) passes an exact export and flags one whose
+    weights differ from torch's by 1e-9 relative (less than float32 rounding, 6e-8)."""
+    import torch
+
+    from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, GraphSpec, _export_one, check_graph
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
+    spec = GraphSpec("net", ("q",), ("y",))
+    rng = np.random.default_rng(0)
+    points = [{"q": rng.normal(size=(1, 3))} for _ in range(8)]
+    _export_one(net, spec, points[0], tmp_path / "net.onnx")
+    assert check_graph(tmp_path / "net.onnx", net, spec, points) <= TOLERANCE
+    with torch.no_grad():
+        net[2].weight.mul_(1 + 1e-9)
+    assert check_graph(tmp_path / "net.onnx", net, spec, points) > 100 * TOLERANCE
+
+
 def test_exportable_atan2_equals_torch_atan2():
     """ONNX Runtime has no float64 Atan: the encoder's atan2 is a float32 estimate plus a
     float64 correction, equal to torch.atan2 to rounding, across all quadrants and at +-pi."""

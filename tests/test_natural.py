@@ -250,7 +250,7 @@ def test_rigidity_term_is_zero_for_rigid_bodies_and_measures_a_stretch(toy_mecha
 
     cfg = TrainConfig(dof=1, rigidity_weight=1.0)
     scales = {k: np.ones(layout.size) for k in "xva"}
-    loss = LossFunction(types.SimpleNamespace(decoder=decode), cfg, [False], scales, layout)
+    loss = LossFunction(types.SimpleNamespace(decoder=decode, reduced=False), cfg, [False], scales, layout)
     q = torch.linspace(-1.0, 2.0, 50, dtype=torch.float64)[:, None]
     assert loss.rigidity(q).item() < 1e-28
     stretch[0] = 1e-3

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from ...reduced.envelope import sample_points
 log = logging.getLogger(__name__)
 
 F64 = torch.float64
-TOLERANCE = 1e-12  # max |onnxruntime - torch| of an output, float64, relative to max(1, max |output|)
+TOLERANCE = 1e-12  # max |onnxruntime - torch| of an output, float64, relative to max(1, max |output| over the points)
 OPSET = 18
 
 
@@ -142,20 +143,29 @@ def session(path: str | os.PathLike):
 
 
 def check_graph(path, module: nn.Module, spec: GraphSpec, points) -> float:
-    """Largest ``max |ort - torch| / max(1, max |torch|)`` of an output over ``points``: norm-wise,
-    as floating-point results are accurate (the components of a solved ``qdd`` share its
-    scale: a small component next to a large one carries the large one's rounding)."""
+    """Largest ``max |ort - torch| / max(1, max |torch|)`` of an output, the max of ``|torch|``
+    taken over all ``points``: norm-wise, as floating-point results are accurate.  The
+    components of a solved ``qdd`` share its scale (a small component next to a large one
+    carries the large one's rounding), and so do the points: where the forces nearly cancel,
+    ``qdd`` is small but carries the rounding of forces of the envelope's size (measured on a
+    MacPherson with a learned spring law: 1.6e-12 of ``|qdd| = 0.17`` at one point, 1.6e-15 of
+    the envelope's ``max |qdd| = 960``; numpy and torch differ by as much)."""
     sess = session(path)
-    worst = 0.0
+    diffs, scales = [], []
     for p in points:
         ref = _torch_outputs(module, spec, p)
         got = sess.run(list(spec.outputs), {k: p[k] for k in spec.inputs})
         for r, g in zip(ref, got):
             if r.shape != g.shape:
                 raise ExportError(f"{path}: output shape {g.shape} differs from torch's {r.shape}")
-            if r.size:
-                worst = max(worst, float(np.max(np.abs(g - r))) / max(1.0, float(np.max(np.abs(r)))))
-    return worst
+        diffs.append([float(np.max(np.abs(g - r))) if r.size else 0.0 for r, g in zip(ref, got)])
+        scales.append([float(np.max(np.abs(r))) if r.size else 0.0 for r in ref])
+    if not diffs:
+        return 0.0
+    diffs, scales = np.asarray(diffs), np.asarray(scales)
+    if not np.all(np.isfinite(diffs)):
+        return math.inf
+    return float(np.max(diffs.max(axis=0) / np.maximum(1.0, scales.max(axis=0))))
 
 
 def _export_one(module: nn.Module, spec: GraphSpec, feed: dict[str, np.ndarray], path: Path) -> None:
