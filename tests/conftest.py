@@ -150,6 +150,7 @@ def spinning_pendulum(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
 # ---- briefly trained models and their native FMUs (test_native, test_importers)
 
 TRAINED = ["four_bar", "slider_crank"]
+BRIEF_LBFGS = {"four_bar": 40, "slider_crank": 100}
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +167,10 @@ def trained(reference_run, tmp_path_factory):
         if name not in cache:
             run = reference_run(name, "train")
             mech = Path(run["path"]).parent.parent / "mechanism.toml"
-            cfg = (TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=40) if name in TRAINED else
+            # L-BFGS iterations: the slider-crank's hull-decoder model after 40 left its envelope at 0.83 s
+            # of the training run (the parity tests compare at least 1 s), after 100 it stays near it for
+            # the whole 10 s; the four_bar's after 40 leaves it at 2.2 s
+            cfg = (TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=BRIEF_LBFGS[name]) if name in TRAINED else
                    TrainConfig(dof=2 if name == "two_bar" else 1, samples=64, adam_epochs=2, lbfgs_iters=2))
             fit(mech, [run["path"]], cfg, root / name)
             cache[name] = (root / name, mech, run["path"])
