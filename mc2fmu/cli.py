@@ -262,7 +262,9 @@ Default experiment: 0 .. the first training run's length, step = the training st
 
 Backend native (default): generated C99 compiled here with $CC (default gcc), checked
 against the model to 1e-12; the FMU carries its sources too.  The importer needs no
-Python, and no FMI call sequence, value or serialized state can crash or hang it.
+Python, and no FMI call sequence, value or serialized state can crash or hang it.  In
+model exchange it provides exact directional derivatives (complex step through the C
+code) of der(q), der(qd) and the outputs along the states and inputs.
 Backend python: pythonfmu + the model's ONNX graphs (checked against torch to 1e-12 when
 the model was trained).  The importing process needs Python with numpy and onnxruntime;
 pythonfmu 0.7 leaks about 1.2 kB of the host's memory per instantiation.

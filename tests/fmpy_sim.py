@@ -9,6 +9,10 @@ prints a JSON result.
   the FMU's messages (a briefly trained model may leave its range and fail).
 * ``derivatives``: FMI 2 model exchange, ``fmi2GetDerivatives`` at the given continuous
   ``states`` with the inputs ``u`` (one row per state).
+* ``jacobian``: model exchange (FMI 2 or 3, ``fmi``), at each row of ``states`` and ``u``: the
+  values of every output and state derivative (``unknowns``) and their directional
+  derivatives along each state and input in turn (``knowns``), one Jacobian per row
+  (``J[row][unknown][known]``).
 * ``nan``: set a non-finite input on an FMI 3 co-simulation FMU; returns the statuses and the
   logged messages.
 * ``misuse``: FMI 2 calls an adversarial host makes (``case``), each on a fresh instance of
@@ -97,6 +101,48 @@ def derivatives(req: dict) -> dict:
     fmu.terminate()
     fmu.freeInstance()
     return {"dx": rows}
+
+
+def jacobian(req: dict) -> dict:
+    import ctypes
+
+    from fmpy import extract, read_model_description
+    from fmpy.simulation import instantiate_fmu
+
+    md = read_model_description(req["fmu"])
+    fmi3 = md.fmiVersion.startswith("3")
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    n = md.numberOfContinuousStates
+    states = [f"q[{i + 1}]" for i in range(n // 2)] + [f"qd[{i + 1}]" for i in range(n // 2)]
+    inputs = [v.name for v in md.modelVariables if v.causality == "input"]
+    unknowns = [v.name for v in md.modelVariables if v.causality == "output" or v.name.startswith("der(")]
+    knowns = states + inputs
+    fmu = instantiate_fmu(extract(req["fmu"]), md, "ModelExchange")
+    set_real, get_real = (fmu.setFloat64, fmu.getFloat64) if fmi3 else (fmu.setReal, fmu.getReal)
+    if fmi3:
+        set_real([vr[k] for k in req["start"]], list(req["start"].values()))
+        fmu.enterInitializationMode(startTime=0.0)
+    else:
+        fmu.setupExperiment(startTime=0.0)
+        set_real([vr[k] for k in req["start"]], list(req["start"].values()))
+        fmu.enterInitializationMode()
+    fmu.exitInitializationMode()
+    fmu.enterContinuousTimeMode()
+    values, jacobians = [], []
+    for x, u in zip(req["states"], req["u"]):
+        if inputs:
+            set_real([vr[k] for k in inputs], list(u))
+        fmu.setContinuousStates((ctypes.c_double * n)(*x), n)
+        values.append(list(get_real([vr[k] for k in unknowns])))
+        cols = []
+        for j in range(len(knowns)):
+            seed = [0.0] * len(knowns)
+            seed[j] = 1.0
+            cols.append(fmu.getDirectionalDerivative([vr[k] for k in unknowns], [vr[k] for k in knowns], seed))
+        jacobians.append(np.array(cols).T.tolist())
+    fmu.terminate()
+    fmu.freeInstance()
+    return {"unknowns": unknowns, "knowns": knowns, "values": values, "J": jacobians}
 
 
 def nan(req: dict) -> dict:
@@ -310,7 +356,7 @@ def misuse(req: dict) -> dict:
 
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
-    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "nan": nan, "misuse": misuse}
+    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "jacobian": jacobian, "nan": nan, "misuse": misuse}
     result = kinds[request["kind"]](request)
     # on a line of its own, last: what the FMU logged to stdout on the way comes before it
     sys.stdout.write("\n" + json.dumps(result) + "\n")

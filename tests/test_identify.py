@@ -192,6 +192,18 @@ def test_identified_model_exchange_derivatives_equal_torch(friction_model, tmp_p
     assert np.all(np.abs(dx[:, 1:] - ref) <= 1e-12 * np.maximum(1.0, np.abs(ref)))
 
 
+def test_identified_model_directional_derivatives(friction_model, tmp_path):
+    """The native FMU's directional derivatives through the identified terms (tanh(v / p)
+    friction) against five-point differences of torch: 1e-8 relative."""
+    from mc2fmu.fmu.export import export_fmu
+    from tests.test_native import _check_directional
+
+    model_dir, _, _ = friction_model
+    fmu = tmp_path / "me.fmu"
+    export_fmu(model_dir, fmu, "native", 2, "me")
+    assert _check_directional(model_dir, fmu, tmp_path) <= 1e-8
+
+
 def test_corrupt_identified_terms_are_refused(friction_model, tmp_path):
     """An unknown factor code or an index past the coordinates in arrays.npz: a ModelError naming it."""
     import shutil

@@ -141,6 +141,18 @@ def test_law_model_fmus_equal_simulate(law_model, reference_run, tmp_path, backe
                                   backend, fmi, interface)
 
 
+def test_law_model_directional_derivatives(law_model, tmp_path):
+    """The native FMU's directional derivatives through the learned law (its MLPs, the softplus
+    and |ldot|) against five-point differences of torch: 1e-8 relative."""
+    from mc2fmu.fmu.export import export_fmu
+    from tests.test_native import _check_directional
+
+    model_dir, _ = law_model
+    fmu = tmp_path / "me.fmu"
+    export_fmu(model_dir, fmu, "native", 3, "me")
+    assert _check_directional(model_dir, fmu, tmp_path) <= 1e-8
+
+
 def test_corrupt_law_arrays_are_refused(law_model, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(law_model[0], bad)

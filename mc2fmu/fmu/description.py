@@ -138,6 +138,28 @@ def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: b
     return out
 
 
+def me_dependencies(variables: list[Variable]) -> dict[int, tuple[list[int], str]]:
+    """Model exchange: what each output and state derivative depends on (positions in
+    ``variables``) and how (an FMI ``dependenciesKind``): ``q[i]``, ``qd[i]`` are the states
+    themselves and ``der(q[i]) = qd[i]`` (``constant``); poses depend on every ``q``; the
+    accelerations and the envelope on every state and input (``dependent``)."""
+    pos = {v.name: k for k, v in enumerate(variables)}
+    qs = [k for k, v in enumerate(variables) if v.role == "q"]
+    qds = [k for k, v in enumerate(variables) if v.role == "qd"]
+    inputs = [k for k, v in enumerate(variables) if v.causality == "input"]
+    deps: dict[int, tuple[list[int], str]] = {}
+    for k, v in enumerate(variables):
+        if v.role in ("q", "qd"):
+            deps[k] = ([k], "constant")
+        elif v.role == "der_q":
+            deps[k] = ([pos[f"qd[{v.index + 1}]"]], "constant")
+        elif v.role == "pose":
+            deps[k] = (qs, "dependent")
+        elif v.role in ("der_qd", "envelope"):
+            deps[k] = (qs + qds + inputs, "dependent")
+    return deps
+
+
 def _fmt(v: float) -> str:
     return repr(float(v)) if math.isfinite(v) else "0.0"
 
@@ -189,7 +211,8 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
             "canSerializeFMUstate": str(can_serialize_state).lower()}
     if model_exchange:
         me = SubElement(root, "ModelExchange", {"modelIdentifier": model_identifier, "needsExecutionTool": "false",
-                                                "completedIntegratorStepNotNeeded": "false", **caps})
+                                                "completedIntegratorStepNotNeeded": "false", **caps,
+                                                "providesDirectionalDerivative": "true"})
         _source_files(me, source_files)
     if co_simulation:
         cs = SubElement(root, "CoSimulation", {
@@ -224,15 +247,21 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
             for i in outputs:
                 SubElement(iu, "Unknown", {"index": str(i + 1), "dependencies": deps})
     else:
-        # model exchange (and both): dependencies left out, i.e. on every known (the envelope
-        # depends on the inputs, the accelerations on states and inputs)
+        # model exchange (and both): outputs and derivatives with their dependencies on the
+        # states and inputs; initial unknowns on every known (dependencies left out)
+        deps = me_dependencies(variables)
+
+        def unknown(parent, i):
+            on, kind = deps[i]
+            SubElement(parent, "Unknown", {"index": str(i + 1), "dependencies": " ".join(str(j + 1) for j in on),
+                                           "dependenciesKind": " ".join([kind] * len(on))})
         if outputs:
             o = SubElement(ms, "Outputs")
             for i in outputs:
-                SubElement(o, "Unknown", {"index": str(i + 1)})
+                unknown(o, i)
         d = SubElement(ms, "Derivatives")
         for i in derivatives:
-            SubElement(d, "Unknown", {"index": str(i + 1)})
+            unknown(d, i)
         iu = SubElement(ms, "InitialUnknowns")
         for i in sorted(set(outputs) | set(derivatives)):
             SubElement(iu, "Unknown", {"index": str(i + 1)})
@@ -252,7 +281,8 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
             "canBeInstantiatedOnlyOncePerProcess": "false", "canGetAndSetFMUState": "true",
             "canSerializeFMUState": "true"}
     if model_exchange:
-        SubElement(root, "ModelExchange", {**caps, "needsCompletedIntegratorStep": "true"})
+        SubElement(root, "ModelExchange", {**caps, "needsCompletedIntegratorStep": "true",
+                                           "providesDirectionalDerivatives": "true"})
     if co_simulation:
         SubElement(root, "CoSimulation", {**caps, "canHandleVariableCommunicationStepSize": "true",
                                           "providesIntermediateUpdate": "false", "hasEventMode": "false"})
@@ -269,11 +299,19 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
     ms = SubElement(root, "ModelStructure")
     outputs = [i for i, v in enumerate(variables) if v.causality == "output"]
     derivatives = [i for i, v in enumerate(variables) if v.derivative is not None]
+    deps = me_dependencies(variables) if model_exchange else {}
+
+    def unknown(tag, i):
+        if not model_exchange:  # co-simulation: outputs follow the internal state, no direct feed-through
+            SubElement(ms, tag, {"valueReference": str(i), "dependencies": ""})
+            return
+        on, kind = deps[i]
+        SubElement(ms, tag, {"valueReference": str(i), "dependencies": " ".join(str(j) for j in on),
+                             "dependenciesKind": " ".join([kind] * len(on))})
     for i in outputs:
-        SubElement(ms, "Output", {"valueReference": str(i)} if model_exchange else
-                   {"valueReference": str(i), "dependencies": ""})
+        unknown("Output", i)
     for i in derivatives:
-        SubElement(ms, "ContinuousStateDerivative", {"valueReference": str(i)})
+        unknown("ContinuousStateDerivative", i)
     for i in sorted(set(outputs) | set(derivatives)):
         SubElement(ms, "InitialUnknown", {"valueReference": str(i)})
     return parseString(tostring(root, "UTF-8")).toprettyxml(indent="  ", encoding="UTF-8")

@@ -252,14 +252,11 @@ fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte serializedSta
 fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference vUnknown_ref[], size_t nUnknown,
                                         const fmi2ValueReference vKnown_ref[], size_t nKnown,
                                         const fmi2Real dvKnown[], fmi2Real dvUnknown[]) {
-    (void)vUnknown_ref;
-    (void)nUnknown;
-    (void)vKnown_ref;
-    (void)nKnown;
-    (void)dvKnown;
-    (void)dvUnknown;
     MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "directional derivatives are not provided"));
+    if ((nUnknown > 0 && (!vUnknown_ref || !dvUnknown)) || (nKnown > 0 && (!vKnown_ref || !dvKnown)))
+        return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "fmi2GetDirectionalDerivative: a NULL array"));
+    return mc2fmu_fmi2_status(mc2fmu_directional(&MC2FMU_INST(c)->core, vUnknown_ref, nUnknown, vKnown_ref, nKnown,
+                                                 dvKnown, dvUnknown));
 }
 
 /* model exchange */

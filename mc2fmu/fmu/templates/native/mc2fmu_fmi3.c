@@ -325,16 +325,13 @@ fmi3Status fmi3DeserializeFMUState(fmi3Instance c, const fmi3Byte serializedStat
 fmi3Status fmi3GetDirectionalDerivative(fmi3Instance c, const fmi3ValueReference unknowns[], size_t nUnknowns,
                                         const fmi3ValueReference knowns[], size_t nKnowns, const fmi3Float64 seed[],
                                         size_t nSeed, fmi3Float64 sensitivity[], size_t nSensitivity) {
-    (void)unknowns;
-    (void)nUnknowns;
-    (void)knowns;
-    (void)nKnowns;
-    (void)seed;
-    (void)nSeed;
-    (void)sensitivity;
-    (void)nSensitivity;
     MC2FMU_CHECK(c);
-    return mc2fmu_fmi3_fail(c, "directional derivatives are not provided");
+    if (nSeed != nKnowns || nSensitivity != nUnknowns)
+        return mc2fmu_fmi3_fail(c, "fmi3GetDirectionalDerivative: nSeed must equal nKnowns and nSensitivity nUnknowns "
+                                   "(the model has scalar variables only)");
+    if ((nUnknowns > 0 && (!unknowns || !sensitivity)) || (nKnowns > 0 && (!knowns || !seed)))
+        return mc2fmu_fmi3_fail(c, "fmi3GetDirectionalDerivative: a NULL array");
+    return (fmi3Status)mc2fmu_directional(MC2FMU_CORE(c), unknowns, nUnknowns, knowns, nKnowns, seed, sensitivity);
 }
 
 fmi3Status fmi3GetAdjointDerivative(fmi3Instance c, const fmi3ValueReference unknowns[], size_t nUnknowns,

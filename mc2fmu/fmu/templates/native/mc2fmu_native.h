@@ -24,7 +24,10 @@
      interpolation of the last three grid states at communication points;
    - poses from the decoded points: the polar factor of [(r1-r0),(r2-r0),(r3-r0)]/L by
      Newton's iteration R <- (R + R^-T)/2, the quaternion by Shepperd's method (w >= 0);
-   - the envelope distance of mc2fmu/envelope.py. */
+   - the envelope distance of mc2fmu/envelope.py;
+   - model exchange's getDirectionalDerivative: the accelerations and poses by the complex step
+     through a complex twin of the same code (the numerics live in mc2fmu_dynamics.h, included
+     once for double and once for double _Complex), exact to rounding. */
 #ifndef MC2FMU_NATIVE_H
 #define MC2FMU_NATIVE_H
 
@@ -67,535 +70,78 @@ enum { MC2FMU_OK = 0, MC2FMU_WARNING = 1, MC2FMU_DISCARD = 2, MC2FMU_ERROR = 3, 
 enum { MC2FMU_CS = 0, MC2FMU_ME = 1 };
 enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, MC2FMU_TERMINATED = 3 };
 
-/* ------------------------------------------------------------------ the decoder */
-
-typedef double mc2fmu_layer_buf[MC2FMU_P][MC2FMU_WMAX];
-typedef double (*mc2fmu_rows)[MC2FMU_WMAX];
-
-static void mc2fmu_features(const double *q, mc2fmu_rows Z, int np) {
-    int f = 0, i, p, k;
-    for (p = 0; p < np; p++)
-        for (k = 0; k < MC2FMU_NF; k++) Z[p][k] = 0.0;
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        if (mc2fmu_angle[i]) {
-            const double c = cos(q[i]), s = sin(q[i]);
-            Z[0][f] = c;
-            Z[0][f + 1] = s;
-            if (np > 1) {
-                Z[1 + i][f] = -s;
-                Z[1 + i][f + 1] = c;
-                Z[1 + MC2FMU_NQ + i * MC2FMU_NQ + i][f] = -c;
-                Z[1 + MC2FMU_NQ + i * MC2FMU_NQ + i][f + 1] = -s;
-            }
-            f += 2;
-        } else {
-            Z[0][f] = (q[i] - mc2fmu_q_mean[i]) / mc2fmu_q_scale[i];
-            if (np > 1) Z[1 + i][f] = 1.0 / mc2fmu_q_scale[i];
-            f += 1;
-        }
-    }
-}
-
-/* out[p] = W in[p] (+ b for the value row), for the packed rows p < np.  W is stored
-   transposed (n_in x n_out); a tile of 4 outputs x np rows is accumulated in registers
-   over the inputs (independent sums, vectorisable; each sum runs over i in order). */
 #if defined(__GNUC__) || defined(__clang__)
 #define MC2FMU_INLINE static inline __attribute__((always_inline))
+#define MC2FMU_UNUSED __attribute__((unused))
 #else
 #define MC2FMU_INLINE static inline
+#define MC2FMU_UNUSED
 #endif
 
-MC2FMU_INLINE void mc2fmu_affine_np(int l, mc2fmu_rows in, mc2fmu_rows out, int np) {
-    const int ni = mc2fmu_layer_in[l], no = mc2fmu_layer_out[l];
-    const double *MC2FMU_RESTRICT WT = mc2fmu_WT[l], *MC2FMU_RESTRICT b = mc2fmu_b[l];
-    int p, i, o, r;
-    for (o = 0; o + 4 <= no; o += 4) {
-        double acc[MC2FMU_P][4];
-        for (p = 0; p < np; p++)
-            for (r = 0; r < 4; r++) acc[p][r] = 0.0;
-        for (i = 0; i < ni; i++) {
-            const double *MC2FMU_RESTRICT w = WT + (size_t)i * no + o;
-            for (p = 0; p < np; p++) {
-                const double z = in[p][i];
-                for (r = 0; r < 4; r++) acc[p][r] += w[r] * z;
-            }
-        }
-        for (p = 0; p < np; p++)
-            for (r = 0; r < 4; r++) out[p][o + r] = acc[p][r];
-        for (r = 0; r < 4; r++) out[0][o + r] += b[o + r];
-    }
-    for (; o < no; o++) {
-        for (p = 0; p < np; p++) {
-            double s = 0.0;
-            for (i = 0; i < ni; i++) s += WT[(size_t)i * no + o] * in[p][i];
-            out[p][o] = s;
-        }
-        out[0][o] += b[o];
-    }
-}
+/* the numerics in double precision: mc2fmu_decode, mc2fmu_eval_terms, mc2fmu_acceleration, ... */
+#define mc2fmu_real double
+#define MC2FMU_(name) mc2fmu_##name
+#define MC2FMU_STATIC static
+#define MC2FMU_RE(z) (z)
+#define MC2FMU_ABS(z) fabs(z)
+#define MC2FMU_CHANGE(d) fabs(d)
+#define MC2FMU_COS cos
+#define MC2FMU_SIN sin
+#define MC2FMU_TANH tanh
+#define MC2FMU_EXP exp
+#define MC2FMU_SQRT sqrt
+#define MC2FMU_LOG1P log1p
+#include "mc2fmu_dynamics.h"
+#undef mc2fmu_real
+#undef MC2FMU_
+#undef MC2FMU_STATIC
+#undef MC2FMU_RE
+#undef MC2FMU_ABS
+#undef MC2FMU_CHANGE
+#undef MC2FMU_COS
+#undef MC2FMU_SIN
+#undef MC2FMU_TANH
+#undef MC2FMU_EXP
+#undef MC2FMU_SQRT
+#undef MC2FMU_LOG1P
 
-/* np a compile-time constant in each branch: the tile's loops unroll at -O2 as at -O3 */
-static void mc2fmu_affine(int l, mc2fmu_rows in, mc2fmu_rows out, int np) {
-    if (np == MC2FMU_P) mc2fmu_affine_np(l, in, out, MC2FMU_P);
-    else if (np == 1) mc2fmu_affine_np(l, in, out, 1);
-    else mc2fmu_affine_np(l, in, out, np);
-}
-
-static void mc2fmu_activate(int l, mc2fmu_rows Z, int np) {
-    const int no = mc2fmu_layer_out[l];
-    int o, j, k;
-    for (o = 0; o < no; o++) {
-        const double a = Z[0][o];
-        double f, d1, d2;
-#if MC2FMU_ACTIVATION == 0 /* tanh */
-        const double t = tanh(a);
-        f = t;
-        d1 = 1.0 - t * t;
-        d2 = -2.0 * t * (1.0 - t * t);
-#elif MC2FMU_ACTIVATION == 1 /* sigmoid */
-        const double s = 1.0 / (1.0 + exp(-a));
-        f = s;
-        d1 = s * (1.0 - s);
-        d2 = s * (1.0 - s) * (1.0 - 2.0 * s);
-#else /* softplus (torch: beta 1, threshold 20) */
-        const double s = 1.0 / (1.0 + exp(-a));
-        f = a > 20.0 ? a : log1p(exp(a));
-        d1 = s;
-        d2 = s * (1.0 - s);
+/* the same numerics on complex numbers (mc2fmu_cs_*), for the directional derivatives.  C99
+   complex arithmetic is optional in C11 and absent from MSVC: there (or with
+   -DMC2FMU_NO_DIRECTIONAL) getDirectionalDerivative reports that it was compiled out */
+#if !defined(MC2FMU_NO_DIRECTIONAL) && !defined(__STDC_NO_COMPLEX__) && !defined(_MSC_VER)
+#define MC2FMU_HAS_DIRECTIONAL 1
+#include <complex.h>
+#undef I
+#undef complex
+#define MC2FMU_CS_H 1e-20 /* the complex step, for seeds scaled to unit max-norm */
+#define mc2fmu_real double _Complex
+#define MC2FMU_(name) mc2fmu_cs_##name
+#define MC2FMU_STATIC static MC2FMU_UNUSED
+#define MC2FMU_RE(z) creal(z)
+#define MC2FMU_ABS(z) (creal(z) < 0.0 ? -(z) : (z))
+#define MC2FMU_CHANGE(d) fmax(fabs(creal(d)), fabs(cimag(d)) / MC2FMU_CS_H)
+#define MC2FMU_COS ccos
+#define MC2FMU_SIN csin
+#define MC2FMU_TANH ctanh
+#define MC2FMU_EXP cexp
+#define MC2FMU_SQRT csqrt
+#define MC2FMU_LOG1P(z) clog(1.0 + (z))
+#include "mc2fmu_dynamics.h"
+#undef mc2fmu_real
+#undef MC2FMU_
+#undef MC2FMU_STATIC
+#undef MC2FMU_RE
+#undef MC2FMU_ABS
+#undef MC2FMU_CHANGE
+#undef MC2FMU_COS
+#undef MC2FMU_SIN
+#undef MC2FMU_TANH
+#undef MC2FMU_EXP
+#undef MC2FMU_SQRT
+#undef MC2FMU_LOG1P
+#else
+#define MC2FMU_HAS_DIRECTIONAL 0
 #endif
-        if (np > 1) {
-            for (j = 0; j < MC2FMU_NQ; j++)
-                for (k = 0; k < MC2FMU_NQ; k++) {
-                    double *h = &Z[1 + MC2FMU_NQ + j * MC2FMU_NQ + k][o];
-                    *h = d2 * Z[1 + j][o] * Z[1 + k][o] + d1 * *h;
-                }
-            for (j = 0; j < MC2FMU_NQ; j++) Z[1 + j][o] = d1 * Z[1 + j][o];
-        }
-        Z[0][o] = f;
-    }
-}
-
-/* the decoder's hidden layers, packed rows: np = 1 value only, np = MC2FMU_P with J and H;
-   returns the buffer (A or B) that holds the last hidden activation h (the features if the
-   network has one layer) */
-static mc2fmu_rows mc2fmu_hidden(const double *q, mc2fmu_rows A, mc2fmu_rows B, int np) {
-    mc2fmu_rows cur = A, nxt = B, tmp;
-    int l;
-    mc2fmu_features(q, cur, np);
-    for (l = 0; l < MC2FMU_NL - 1; l++) {
-        mc2fmu_affine(l, cur, nxt, np);
-        mc2fmu_activate(l, nxt, np);
-        tmp = cur; cur = nxt; nxt = tmp;
-    }
-    return cur;
-}
-
-/* the decoder's network, packed rows; returns the buffer (A or B) that holds the output layer */
-static mc2fmu_rows mc2fmu_network(const double *q, mc2fmu_rows A, mc2fmu_rows B, int np) {
-    mc2fmu_rows cur = mc2fmu_hidden(q, A, B, np);
-    mc2fmu_rows nxt = cur == A ? B : A;
-    mc2fmu_affine(MC2FMU_NL - 1, cur, nxt, np);
-    return nxt;
-}
-
-/* x = h_d(q), the value alone (the poses' decoder) */
-static void mc2fmu_decode(const double *q, double *x) {
-    double A[1][MC2FMU_WMAX], B[1][MC2FMU_WMAX];
-    mc2fmu_rows y = mc2fmu_network(q, A, B, 1);
-    int n;
-    for (n = 0; n < MC2FMU_NX; n++) x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
-}
-
-/* ------------------------------------------------------------------ the reduced dynamics
-
-   The output layer is folded into the dynamics (exact algebra, different rounding): with
-   x = x_mean + S (W_L h + b_L), J = S W_L Jh, H = S W_L Hh and the export's float64
-   A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L,
-   c_i = W_L^T S f_C[i] (x_mean + S b_L):
-     M_m = Jh^T A Jh,  f_m = Jh^T (g + B u + sum_i u_i (C_i h + c_i)),  J^T M (H : v v) = (A Jh)^T (Hh : v v),
-   so a step never forms the NX-dimensional output; x (value only) is formed for the poses.
-   Spring s (if MC2FMU_NS > 0) spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L and
-   p_s = D_s (x_mean + S b_L) + e_s; with l = |d_s|, n = d_s / l and sg_s = Jh^T P_s^T n:
-     ldot = sg_s . v,  T = k (l - L0) + c ldot,  J^T f_spring = -sum_s sg_s T. */
-
-typedef struct {
-    double AJ[MC2FMU_NQ][MC2FMU_NH];            /* A Jh, by column of Jh */
-    double Mm[MC2FMU_NQ2];                      /* Jh^T A Jh */
-    double fm[MC2FMU_NQ];                       /* J^T f */
-#if MC2FMU_NS > 0
-    double sg[MC2FMU_NS][MC2FMU_NQ];            /* spring s: Jh^T P_s^T n_s, so ldot_s = sg_s . v */
-    double sk[MC2FMU_NS];                       /* spring s: k_s (l_s - L0_s), the elastic tension */
-#endif
-#if MC2FMU_NLAW > 0
-    double sl[MC2FMU_NS];                       /* spring s: its length l_s */
-    double sgl[MC2FMU_NS];                      /* spring s: its learned elastic tension g(l_s) (law springs) */
-#endif
-#if MC2FMU_NT > 0
-    double u[MC2FMU_NU1];                       /* the input the identified terms see */
-#endif
-    double x[MC2FMU_NX];                        /* the decoded point, if x_valid */
-    double q[MC2FMU_NQ];                        /* where h, Jh, Hh, AJ, Mm (sg, sk) were evaluated */
-    int valid;                                  /* ... if set */
-    int x_valid;
-    int zb;                                     /* h, Jh, Hh (packed rows) are in bufB if set, else bufA */
-    mc2fmu_layer_buf bufA, bufB;                /* scratch of the network */
-} mc2fmu_terms;
-
-static mc2fmu_rows mc2fmu_terms_rows(mc2fmu_terms *T) {
-    return T->zb ? T->bufB : T->bufA;
-}
-
-#if MC2FMU_NLAW > 0
-/* a recorded spring's learned law (mc2fmu/reduced/spring_laws.py): an MLP n_in -> H1 -> H2 -> 1
-   with tanh, its parameters packed W0 (H1 x n_in), b0, W1 (H2 x H1), b1, W2 (1 x H2), b2 */
-static double mc2fmu_law_net(const double *p, int n_in, const double *in) {
-    double h1[MC2FMU_LAW_H1], h2[MC2FMU_LAW_H2], acc;
-    const double *W0 = p, *b0 = W0 + MC2FMU_LAW_H1 * n_in, *W1 = b0 + MC2FMU_LAW_H1;
-    const double *b1 = W1 + MC2FMU_LAW_H2 * MC2FMU_LAW_H1, *W2 = b1 + MC2FMU_LAW_H2, *b2 = W2 + MC2FMU_LAW_H2;
-    int i, j;
-    for (i = 0; i < MC2FMU_LAW_H1; i++) {
-        acc = 0.0;
-        for (j = 0; j < n_in; j++) acc += in[j] * W0[i * n_in + j];
-        h1[i] = tanh(acc + b0[i]);
-    }
-    for (i = 0; i < MC2FMU_LAW_H2; i++) {
-        acc = 0.0;
-        for (j = 0; j < MC2FMU_LAW_H1; j++) acc += h1[j] * W1[i * MC2FMU_LAW_H1 + j];
-        h2[i] = tanh(acc + b1[i]);
-    }
-    acc = 0.0;
-    for (j = 0; j < MC2FMU_LAW_H2; j++) acc += h2[j] * W2[j];
-    return acc + b2[0];
-}
-
-/* law k's elastic tension g(l) and learned damping coefficient h(l, ldot) - c, h >= 0 (softplus,
-   torch's threshold 20; c the mechanism file's damping) */
-static double mc2fmu_law_elastic(int k, double l) {
-    const double *nm = mc2fmu_law_norm + 5 * k;
-    const double z = (l - nm[0]) / nm[1];
-    return mc2fmu_law_net(mc2fmu_law_g + (size_t)k * MC2FMU_LAW_G_SIZE, 1, &z) * nm[3];
-}
-
-static double mc2fmu_law_damping(int k, double l, double ldot) {
-    const double *nm = mc2fmu_law_norm + 5 * k;
-    double in[3], a;
-    in[0] = (l - nm[0]) / nm[1];
-    in[1] = ldot / nm[2];
-    in[2] = fabs(in[1]);
-    a = mc2fmu_law_net(mc2fmu_law_h + (size_t)k * MC2FMU_LAW_H_SIZE, 3, in);
-    return (a > 20.0 ? a : log1p(exp(a))) * (nm[3] / nm[2]) - nm[4]; /* the learned part: h - c */
-}
-#endif
-
-#if MC2FMU_NS > 0
-/* the springs' velocity-independent part at h, Jh (the packed rows Z): sg_s and k_s (l_s - L0_s) */
-static void mc2fmu_eval_springs(mc2fmu_rows Z, mc2fmu_terms *T) {
-    double d[3], w[MC2FMU_NH], l;
-    int s, i, n, j;
-    for (s = 0; s < MC2FMU_NS; s++) {
-        const double *MC2FMU_RESTRICT P = mc2fmu_P_h + (size_t)s * 3 * MC2FMU_NH;
-        for (i = 0; i < 3; i++) {
-            double acc = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) acc += P[i * MC2FMU_NH + n] * Z[0][n];
-            d[i] = acc + mc2fmu_p_h[3 * s + i];
-        }
-        l = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-        for (i = 0; i < 3; i++) d[i] /= l; /* now n */
-        for (n = 0; n < MC2FMU_NH; n++) w[n] = P[n] * d[0] + P[MC2FMU_NH + n] * d[1] + P[2 * MC2FMU_NH + n] * d[2];
-        for (j = 0; j < MC2FMU_NQ; j++) {
-            double acc = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) acc += Z[1 + j][n] * w[n];
-            T->sg[s][j] = acc;
-        }
-        T->sk[s] = mc2fmu_spring_k[s] * (l - mc2fmu_spring_L0[s]);
-#if MC2FMU_NLAW > 0
-        T->sl[s] = l;
-        T->sgl[s] = mc2fmu_law_of_spring[s] >= 0 ? mc2fmu_law_elastic(mc2fmu_law_of_spring[s], l) : 0.0;
-#endif
-    }
-}
-#endif
-
-/* h, Jh, Hh, A Jh and M_m (and the springs' geometry) at q: the decoder's geometry, cached by
-   the value of q (the output poses at a grid point and the next step's terms share one decoder
-   evaluation) */
-static void mc2fmu_eval_geometry(const double *q, mc2fmu_terms *T) {
-    int n, m, j, k;
-    mc2fmu_rows Z;
-    if (T->valid && memcmp(T->q, q, sizeof T->q) == 0) return;
-    Z = mc2fmu_hidden(q, T->bufA, T->bufB, MC2FMU_P);
-    T->zb = Z == T->bufB;
-    /* A Jh: the rows of A (symmetric) accumulated over m in order */
-    for (j = 0; j < MC2FMU_NQ; j++) {
-        double *MC2FMU_RESTRICT aj = T->AJ[j];
-        for (n = 0; n < MC2FMU_NH; n++) aj[n] = 0.0;
-        for (m = 0; m < MC2FMU_NH; m++) {
-            const double z = Z[1 + j][m];
-            const double *MC2FMU_RESTRICT a = mc2fmu_A_h + (size_t)m * MC2FMU_NH;
-            for (n = 0; n < MC2FMU_NH; n++) aj[n] += a[n] * z;
-        }
-    }
-    /* M_m = Jh^T (A Jh): the lower triangle, mirrored (exactly symmetric) */
-    for (j = 0; j < MC2FMU_NQ; j++)
-        for (k = 0; k <= j; k++) {
-            double s = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * T->AJ[k][n];
-            T->Mm[j * MC2FMU_NQ + k] = s;
-            T->Mm[k * MC2FMU_NQ + j] = s;
-        }
-#if MC2FMU_NS > 0
-    mc2fmu_eval_springs(Z, T);
-#endif
-    memcpy(T->q, q, sizeof T->q);
-    T->valid = 1;
-    T->x_valid = 0;
-}
-
-/* x at the cached geometry's q (value only): the output layer applied to h */
-static const double *mc2fmu_terms_x(mc2fmu_terms *T) {
-    if (!T->x_valid) {
-        double y[1][MC2FMU_WMAX];
-        int n;
-        mc2fmu_affine(MC2FMU_NL - 1, mc2fmu_terms_rows(T), y, 1);
-        for (n = 0; n < MC2FMU_NX; n++) T->x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
-        T->x_valid = 1;
-    }
-    return T->x;
-}
-
-/* everything at q and u that does not depend on the velocity */
-static void mc2fmu_eval_terms(const double *q, const double *u, mc2fmu_terms *T) {
-    double y[MC2FMU_NH], t[MC2FMU_NH];
-    int n, m, j, k;
-    mc2fmu_rows Z;
-    mc2fmu_eval_geometry(q, T);
-    Z = mc2fmu_terms_rows(T);
-    /* y = g + B u + sum_i u_i (C_i h + c_i), i.e. W_L^T S f */
-    for (n = 0; n < MC2FMU_NH; n++) {
-        double s = 0.0;
-        for (k = 0; k < MC2FMU_NU; k++) s += u[k] * mc2fmu_B_h[n * MC2FMU_NU1 + k];
-        y[n] = mc2fmu_g_h[n] + s;
-    }
-    for (k = 0; k < MC2FMU_NU; k++) {
-        const double *MC2FMU_RESTRICT CT = mc2fmu_CT_h + (size_t)k * MC2FMU_NH * MC2FMU_NH;
-        const double *MC2FMU_RESTRICT c = mc2fmu_c_h + (size_t)k * MC2FMU_NH;
-        if (!mc2fmu_C_used[k]) continue;
-        for (n = 0; n < MC2FMU_NH; n++) t[n] = 0.0;
-        for (m = 0; m < MC2FMU_NH; m++) {
-            const double hm = Z[0][m];
-            const double *MC2FMU_RESTRICT r = CT + (size_t)m * MC2FMU_NH;
-            for (n = 0; n < MC2FMU_NH; n++) t[n] += r[n] * hm;
-        }
-        for (n = 0; n < MC2FMU_NH; n++) y[n] += u[k] * (t[n] + c[n]);
-    }
-    for (j = 0; j < MC2FMU_NQ; j++) {
-        double s = 0.0;
-        for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * y[n];
-        T->fm[j] = s;
-    }
-#if MC2FMU_NT > 0
-    for (k = 0; k < MC2FMU_NU; k++) T->u[k] = u[k];
-#endif
-}
-
-/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.reduced.manifold.cholesky_solve */
-static void mc2fmu_cholesky_solve(const double *A, const double *b, double *y) {
-    double L[MC2FMU_NQ2], z[MC2FMU_NQ];
-    int i, j, k;
-    for (j = 0; j < MC2FMU_NQ; j++) {
-        double s = A[j * MC2FMU_NQ + j];
-        for (k = 0; k < j; k++) s = s - L[j * MC2FMU_NQ + k] * L[j * MC2FMU_NQ + k];
-        L[j * MC2FMU_NQ + j] = sqrt(s);
-        for (i = j + 1; i < MC2FMU_NQ; i++) {
-            s = A[i * MC2FMU_NQ + j];
-            for (k = 0; k < j; k++) s = s - L[i * MC2FMU_NQ + k] * L[j * MC2FMU_NQ + k];
-            L[i * MC2FMU_NQ + j] = s / L[j * MC2FMU_NQ + j];
-        }
-    }
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        double s = b[i];
-        for (k = 0; k < i; k++) s = s - L[i * MC2FMU_NQ + k] * z[k];
-        z[i] = s / L[i * MC2FMU_NQ + i];
-    }
-    for (i = MC2FMU_NQ - 1; i >= 0; i--) {
-        double s = z[i];
-        for (k = i + 1; k < MC2FMU_NQ; k++) s = s - L[k * MC2FMU_NQ + i] * y[k];
-        y[i] = s / L[i * MC2FMU_NQ + i];
-    }
-}
-
-#if MC2FMU_NS > 0
-/* fs = J^T f_spring(x, J v) = -sum_s sg_s (k_s (l_s - L0_s) + c_s sg_s . v) */
-static void mc2fmu_spring_force(const mc2fmu_terms *T, const double *v, double *fs) {
-    int s, j;
-    for (j = 0; j < MC2FMU_NQ; j++) fs[j] = 0.0;
-    for (s = 0; s < MC2FMU_NS; s++) {
-        double ldot = 0.0, tension;
-        for (j = 0; j < MC2FMU_NQ; j++) ldot += T->sg[s][j] * v[j];
-        tension = T->sk[s] + mc2fmu_spring_c[s] * ldot;
-#if MC2FMU_NLAW > 0
-        if (mc2fmu_law_of_spring[s] >= 0) /* the learned law, added as numpy adds it */
-            tension = tension + (T->sgl[s] + ldot * mc2fmu_law_damping(mc2fmu_law_of_spring[s], T->sl[s], ldot));
-#endif
-        for (j = 0; j < MC2FMU_NQ; j++) fs[j] -= T->sg[s][j] * tension;
-    }
-}
-#endif
-
-#if MC2FMU_NT > 0
-/* rhs += Xi^T lambda(q, v, u): term t is the product of its factors (codes of
-   mc2fmu/reduced/terms.py: 0 one, 1 q_i, 2 sin q_i, 3 cos q_i, 4 v_i, 5 tanh(v_i / p), 6 u_i),
-   multiplied in the order numpy multiplies them */
-static void mc2fmu_identified(const double *q, const double *v, const double *u, double *rhs) {
-    double f[MC2FMU_NQ];
-    int t, s, j;
-    for (j = 0; j < MC2FMU_NQ; j++) f[j] = 0.0;
-    for (t = 0; t < MC2FMU_NT; t++) {
-        double lam = 1.0;
-        for (s = 0; s < 3; s++) {
-            const int i = mc2fmu_lib_index[3 * t + s];
-            switch (mc2fmu_lib_kind[3 * t + s]) {
-            case 1: lam *= q[i]; break;
-            case 2: lam *= sin(q[i]); break;
-            case 3: lam *= cos(q[i]); break;
-            case 4: lam *= v[i]; break;
-            case 5: lam *= tanh(v[i] / mc2fmu_lib_param[3 * t + s]); break;
-            case 6: lam *= u[i]; break;
-            default: break;
-            }
-        }
-        for (j = 0; j < MC2FMU_NQ; j++) f[j] += lam * mc2fmu_lib_xi[t * MC2FMU_NQ + j];
-    }
-    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += f[j];
-}
-#endif
-
-/* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
-static void mc2fmu_acceleration(mc2fmu_terms *T, const double *v, double *a) {
-    double vv[MC2FMU_NQ2], hv[MC2FMU_NH], rhs[MC2FMU_NQ];
-    mc2fmu_rows Z = mc2fmu_terms_rows(T);
-    int n, j, k;
-    for (j = 0; j < MC2FMU_NQ; j++)
-        for (k = 0; k < MC2FMU_NQ; k++) vv[j * MC2FMU_NQ + k] = v[j] * v[k];
-    for (n = 0; n < MC2FMU_NH; n++) hv[n] = 0.0;
-    for (k = 0; k < MC2FMU_NQ2; k++) {
-        const double w = vv[k];
-        const double *MC2FMU_RESTRICT hk = Z[1 + MC2FMU_NQ + k];
-        for (n = 0; n < MC2FMU_NH; n++) hv[n] += hk[n] * w;
-    }
-    for (j = 0; j < MC2FMU_NQ; j++) {
-        double s = 0.0;
-        for (n = 0; n < MC2FMU_NH; n++) s += T->AJ[j][n] * hv[n];
-        rhs[j] = T->fm[j] - s;
-    }
-#if MC2FMU_NS > 0
-    {
-        double fs[MC2FMU_NQ];
-        mc2fmu_spring_force(T, v, fs);
-        for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += fs[j];
-    }
-#endif
-#if MC2FMU_NT > 0
-    mc2fmu_identified(T->q, v, T->u, rhs);
-#endif
-    mc2fmu_cholesky_solve(T->Mm, rhs, a);
-}
-
-/* the one-step map: q_{i+1} from q_{i-1}, q_i (T evaluated at q_i, u_i) */
-static void mc2fmu_step_map(mc2fmu_terms *T, const double *q_prev, const double *q, double dt, double *q_next) {
-    double base[MC2FMU_NQ], v[MC2FMU_NQ], a[MC2FMU_NQ];
-    int i;
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        base[i] = 2.0 * q[i] - q_prev[i];
-        v[i] = (q[i] - q_prev[i]) / dt;
-    }
-    mc2fmu_acceleration(T, v, a);
-    if (MC2FMU_STEP_CENTRED) {
-        for (i = 0; i < MC2FMU_NQ; i++) {
-            const double q_pred = base[i] + dt * dt * a[i];
-            v[i] = (q_pred - q_prev[i]) / (2.0 * dt);
-        }
-        mc2fmu_acceleration(T, v, a);
-    }
-    for (i = 0; i < MC2FMU_NQ; i++) q_next[i] = base[i] + dt * dt * a[i];
-}
-
-/* ------------------------------------------------------------------ poses and envelope */
-
-/* the orthogonal polar factor of D (row-major 3x3, det > 0): Newton's iteration
-   R <- (R + R^-T) / 2, quadratically convergent; near a rotation 3-4 iterations reach
-   machine precision */
-static void mc2fmu_polar(const double *D, double *R) {
-    double X[9], C[9];
-    int it, i;
-    memcpy(X, D, sizeof X);
-    for (it = 0; it < 60; it++) {
-        double det, diff = 0.0;
-        /* cofactor matrix: X^-T = C / det */
-        C[0] = X[4] * X[8] - X[5] * X[7];
-        C[1] = X[5] * X[6] - X[3] * X[8];
-        C[2] = X[3] * X[7] - X[4] * X[6];
-        C[3] = X[2] * X[7] - X[1] * X[8];
-        C[4] = X[0] * X[8] - X[2] * X[6];
-        C[5] = X[1] * X[6] - X[0] * X[7];
-        C[6] = X[1] * X[5] - X[2] * X[4];
-        C[7] = X[2] * X[3] - X[0] * X[5];
-        C[8] = X[0] * X[4] - X[1] * X[3];
-        det = X[0] * C[0] + X[1] * C[1] + X[2] * C[2];
-        if (!(det != 0.0) || !isfinite(det)) break;
-        for (i = 0; i < 9; i++) {
-            const double y = 0.5 * (X[i] + C[i] / det);
-            diff = fmax(diff, fabs(y - X[i]));
-            X[i] = y;
-        }
-        if (diff <= 1e-15) break; /* the last update was at rounding level: converged */
-    }
-    memcpy(R, X, sizeof X);
-}
-
-/* unit quaternion (w, x, y, z), w >= 0, of a rotation matrix (Shepperd's method) */
-static void mc2fmu_quaternion(const double *R, double *qt) {
-    const double tr = R[0] + R[4] + R[8];
-    double c[4], s, nrm;
-    int k = 0, i;
-    c[0] = tr; c[1] = R[0]; c[2] = R[4]; c[3] = R[8];
-    for (i = 1; i < 4; i++)
-        if (c[i] > c[k]) k = i; /* first maximum, as numpy's argmax */
-    if (k == 0) {
-        s = 2.0 * sqrt(1.0 + tr);
-        qt[0] = 0.25 * s; qt[1] = (R[7] - R[5]) / s; qt[2] = (R[2] - R[6]) / s; qt[3] = (R[3] - R[1]) / s;
-    } else if (k == 1) {
-        s = 2.0 * sqrt(1.0 + R[0] - R[4] - R[8]);
-        qt[0] = (R[7] - R[5]) / s; qt[1] = 0.25 * s; qt[2] = (R[1] + R[3]) / s; qt[3] = (R[2] + R[6]) / s;
-    } else if (k == 2) {
-        s = 2.0 * sqrt(1.0 + R[4] - R[0] - R[8]);
-        qt[0] = (R[2] - R[6]) / s; qt[1] = (R[1] + R[3]) / s; qt[2] = 0.25 * s; qt[3] = (R[5] + R[7]) / s;
-    } else {
-        s = 2.0 * sqrt(1.0 + R[8] - R[0] - R[4]);
-        qt[0] = (R[3] - R[1]) / s; qt[1] = (R[2] + R[6]) / s; qt[2] = (R[5] + R[7]) / s; qt[3] = 0.25 * s;
-    }
-    nrm = sqrt(qt[0] * qt[0] + qt[1] * qt[1] + qt[2] * qt[2] + qt[3] * qt[3]);
-    for (i = 0; i < 4; i++) qt[i] /= nrm;
-    if (qt[0] < 0)
-        for (i = 0; i < 4; i++) qt[i] = -qt[i];
-}
-
-/* body poses (origin x y z, quaternion w x y z per body) from decoded natural coordinates */
-static void mc2fmu_poses(const double *x, double *pose) {
-    int b, i, k;
-    for (b = 0; b < MC2FMU_NB; b++) {
-        const double *p = x + mc2fmu_body_offset[b];
-        const double L = mc2fmu_body_length[b], *com = mc2fmu_body_com + 3 * b;
-        double D[9], R[9];
-        for (i = 0; i < 3; i++)     /* row i: component i */
-            for (k = 0; k < 3; k++) /* column k: point k+1 */
-                D[3 * i + k] = (p[3 * (k + 1) + i] - p[i]) / L;
-        mc2fmu_polar(D, R);
-        for (i = 0; i < 3; i++)
-            pose[7 * b + i] = p[i] - (R[3 * i] * com[0] + R[3 * i + 1] * com[1] + R[3 * i + 2] * com[2]);
-        mc2fmu_quaternion(R, pose + 7 * b + 3);
-    }
-}
 
 /* normalised distance outside the training envelope (0 inside; inf for a non-finite value) */
 static double mc2fmu_envelope_distance(const double *q, const double *qd, const double *u) {
@@ -645,6 +191,9 @@ struct mc2fmu_core {
     int pose_valid;
     double pose[7 * MC2FMU_NB];
     mc2fmu_terms T;
+#if MC2FMU_HAS_DIRECTIONAL
+    mc2fmu_cs_terms Tc;                 /* the complex-step twin of T (directional derivatives) */
+#endif
 };
 
 static void mc2fmu_logf(mc2fmu_core *c, int status, const char *fmt, ...)
@@ -965,6 +514,129 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     default: *value = NAN;
     }
     return MC2FMU_OK;
+}
+
+/* d envelope along (dq, dqd, du): the slope of the channel that sets the distance (0 inside;
+   the distance is piecewise linear, this is its one-sided derivative where two channels tie) */
+static double mc2fmu_envelope_slope(const double *q, const double *qd, const double *u, const double *dq,
+                                    const double *dqd, const double *du) {
+    double v[MC2FMU_NE], dv[MC2FMU_NE], out = 0.0, slope = 0.0;
+    int c;
+    for (c = 0; c < MC2FMU_NQ; c++) {
+        v[c] = q[c]; v[MC2FMU_NQ + c] = qd[c];
+        dv[c] = dq[c]; dv[MC2FMU_NQ + c] = dqd[c];
+    }
+    for (c = 0; c < MC2FMU_NU; c++) { v[2 * MC2FMU_NQ + c] = u[c]; dv[2 * MC2FMU_NQ + c] = du[c]; }
+    for (c = 0; c < MC2FMU_NE; c++) {
+        const double lo = mc2fmu_env_lo[c], hi = mc2fmu_env_hi[c];
+        double span, below, above, ex;
+        if (!(isfinite(lo) && isfinite(hi))) continue;
+        span = fmax(hi - lo, 1e-12 * fmax(fabs(hi), 1.0));
+        below = lo - v[c];
+        above = v[c] - hi;
+        ex = fmax(fmax(below, above), 0.0) / span;
+        if (ex > out) {
+            out = ex;
+            slope = (below > above ? -dv[c] : dv[c]) / span;
+        }
+    }
+    return slope;
+}
+
+/* getDirectionalDerivative (model exchange): sens = d unknowns / d knowns . seed at the current
+   states and inputs.  Knowns: the states q[i], qd[i] (before initialisation ends, their start
+   parameters) and the inputs; unknowns: der(q), der(qd), the outputs.  The accelerations and
+   poses by the complex step through the twin of the code that computes their values, so the
+   derivatives are exact to rounding, springs, learned laws and identified terms included; the
+   envelope's by its active channel. */
+static int mc2fmu_directional(mc2fmu_core *c, const unsigned *unknowns, size_t n_unknown, const unsigned *knowns,
+                              size_t n_known, const double *seed, double *sens) {
+    char msg[MC2FMU_MESSAGE];
+    size_t k;
+#if MC2FMU_HAS_DIRECTIONAL
+    double dq[MC2FMU_NQ] = {0}, dqd[MC2FMU_NQ] = {0}, du[MC2FMU_NU1] = {0}, scale = 0.0;
+    double _Complex qc[MC2FMU_NQ], qdc[MC2FMU_NQ], uc[MC2FMU_NU1], ac[MC2FMU_NQ];
+    double acc[MC2FMU_NQ] = {0}, pose[7 * MC2FMU_NB];
+    const double *q = mc2fmu_cur_q(c), *qd = mc2fmu_cur_qd(c);
+    int need_acc = 0, need_pose = 0, i;
+    if (c->interface != MC2FMU_ME)
+        return mc2fmu_fail(c, "getDirectionalDerivative is provided in model exchange only (in co-simulation the "
+                              "outputs do not depend on the inputs directly)");
+    for (k = 0; k < n_known; k++) {
+        const mc2fmu_variable *var;
+        if (mc2fmu_check_vr(c, knowns[k])) return MC2FMU_ERROR;
+        var = &mc2fmu_variables[knowns[k]];
+        if (!isfinite(seed[k])) {
+            snprintf(msg, sizeof msg, "getDirectionalDerivative: the seed of %s is not finite", var->name);
+            return mc2fmu_fail(c, msg);
+        }
+        switch (var->role) {
+        case MC2FMU_ROLE_Q: case MC2FMU_ROLE_Q_START: dq[var->index] += seed[k]; break;
+        case MC2FMU_ROLE_QD: case MC2FMU_ROLE_QD_START: dqd[var->index] += seed[k]; break;
+        case MC2FMU_ROLE_INPUT: du[var->index] += seed[k]; break;
+        default:
+            snprintf(msg, sizeof msg, "getDirectionalDerivative: %s is not a known (the knowns are the states q[i], "
+                     "qd[i] and the inputs)", var->name);
+            return mc2fmu_fail(c, msg);
+        }
+        scale = fmax(scale, fabs(seed[k]));
+    }
+    for (k = 0; k < n_unknown; k++) {
+        if (mc2fmu_check_vr(c, unknowns[k])) return MC2FMU_ERROR;
+        switch (mc2fmu_variables[unknowns[k]].role) {
+        case MC2FMU_ROLE_DER_QD: need_acc = 1; break;
+        case MC2FMU_ROLE_POSE: need_pose = 1; break;
+        case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: case MC2FMU_ROLE_ENVELOPE: break;
+        default:
+            snprintf(msg, sizeof msg, "getDirectionalDerivative: %s is not an unknown (the unknowns are the state "
+                     "derivatives and the outputs)", mc2fmu_variables[unknowns[k]].name);
+            return mc2fmu_fail(c, msg);
+        }
+    }
+    for (i = 0; i < 7 * MC2FMU_NB; i++) pose[i] = 0.0;
+    if (scale > 0.0 && (need_acc || need_pose)) {
+        const double h = MC2FMU_CS_H / scale; /* the seed scaled to unit max-norm, stepped by MC2FMU_CS_H */
+        for (i = 0; i < MC2FMU_NQ; i++) {
+            qc[i] = q[i] + h * dq[i] * _Complex_I;
+            qdc[i] = qd[i] + h * dqd[i] * _Complex_I;
+        }
+        for (i = 0; i < MC2FMU_NU1; i++) uc[i] = (i < MC2FMU_NU ? c->s.u[i] : 0.0) + h * du[i] * _Complex_I;
+        if (need_acc) {
+            c->Tc.valid = 0;
+            mc2fmu_cs_eval_terms(qc, uc, &c->Tc);
+            mc2fmu_cs_acceleration(&c->Tc, qdc, ac);
+            for (i = 0; i < MC2FMU_NQ; i++) acc[i] = cimag(ac[i]) / h;
+        }
+        if (need_pose) {
+            double _Complex xc[MC2FMU_NX], pc[7 * MC2FMU_NB];
+            mc2fmu_cs_decode(qc, xc);
+            mc2fmu_cs_poses(xc, pc);
+            for (i = 0; i < 7 * MC2FMU_NB; i++) pose[i] = cimag(pc[i]) / h;
+        }
+    }
+    for (k = 0; k < n_unknown; k++) {
+        const mc2fmu_variable *var = &mc2fmu_variables[unknowns[k]];
+        switch (var->role) {
+        case MC2FMU_ROLE_Q: sens[k] = dq[var->index]; break;
+        case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: sens[k] = dqd[var->index]; break;
+        case MC2FMU_ROLE_DER_QD: sens[k] = acc[var->index]; break;
+        case MC2FMU_ROLE_POSE: sens[k] = pose[var->index]; break;
+        default: sens[k] = mc2fmu_envelope_slope(q, qd, c->s.u, dq, dqd, du); break;
+        }
+        if (!isfinite(sens[k])) {
+            snprintf(msg, sizeof msg, "getDirectionalDerivative: the derivative of %s is not finite at t = %.6g s "
+                     "(envelope distance %.3g); the model has left the range it was trained on", var->name,
+                     c->s.time, mc2fmu_envelope_distance(q, qd, c->s.u));
+            return mc2fmu_fail(c, msg);
+        }
+    }
+    return MC2FMU_OK;
+#else
+    (void)unknowns; (void)n_unknown; (void)knowns; (void)n_known; (void)seed; (void)sens; (void)k;
+    snprintf(msg, sizeof msg, "getDirectionalDerivative: this build has no directional derivatives (compiled "
+             "without C99 complex arithmetic); compile the sources with gcc or clang");
+    return mc2fmu_fail(c, msg);
+#endif
 }
 
 static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {

@@ -1,0 +1,540 @@
+/* mc2fmu_dynamics.h: the reduced model's numerics (decoder, reduced dynamics, poses), written
+   once for a scalar type and included twice by mc2fmu_native.h:
+
+   - mc2fmu_real = double, names mc2fmu_<name>: the values every FMI call returns;
+   - mc2fmu_real = double _Complex, names mc2fmu_cs_<name>: the same operations on complex
+     numbers, for the directional derivatives by the complex step (Squire & Trapp 1998): with
+     the knowns moved by i h s, Im f(x + i h s) / h = f'(x) s + O(h^2) with no subtraction, so
+     h = 1e-20 gives the derivative to rounding.  Branches and convergence tests look at real
+     parts (MC2FMU_RE), |.| is sign(Re z) z (MC2FMU_ABS), so both variants take the same path.
+
+   No include guard: that is the point.  The includer defines mc2fmu_real, MC2FMU_(name),
+   MC2FMU_STATIC, MC2FMU_RE, MC2FMU_ABS, MC2FMU_CHANGE (the size of an iteration's update) and
+   the elementary functions MC2FMU_COS, _SIN, _TANH, _EXP, _SQRT, _LOG1P. */
+
+/* ------------------------------------------------------------------ the decoder */
+
+typedef mc2fmu_real MC2FMU_(layer_buf)[MC2FMU_P][MC2FMU_WMAX];
+typedef mc2fmu_real (*MC2FMU_(rows))[MC2FMU_WMAX];
+
+MC2FMU_STATIC void MC2FMU_(features)(const mc2fmu_real *q, MC2FMU_(rows) Z, int np) {
+    int f = 0, i, p, k;
+    for (p = 0; p < np; p++)
+        for (k = 0; k < MC2FMU_NF; k++) Z[p][k] = 0.0;
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        if (mc2fmu_angle[i]) {
+            const mc2fmu_real c = MC2FMU_COS(q[i]), s = MC2FMU_SIN(q[i]);
+            Z[0][f] = c;
+            Z[0][f + 1] = s;
+            if (np > 1) {
+                Z[1 + i][f] = -s;
+                Z[1 + i][f + 1] = c;
+                Z[1 + MC2FMU_NQ + i * MC2FMU_NQ + i][f] = -c;
+                Z[1 + MC2FMU_NQ + i * MC2FMU_NQ + i][f + 1] = -s;
+            }
+            f += 2;
+        } else {
+            Z[0][f] = (q[i] - mc2fmu_q_mean[i]) / mc2fmu_q_scale[i];
+            if (np > 1) Z[1 + i][f] = 1.0 / mc2fmu_q_scale[i];
+            f += 1;
+        }
+    }
+}
+
+/* out[p] = W in[p] (+ b for the value row), for the packed rows p < np.  W is stored
+   transposed (n_in x n_out); a tile of 4 outputs x np rows is accumulated in registers
+   over the inputs (independent sums, vectorisable; each sum runs over i in order). */
+
+MC2FMU_INLINE void MC2FMU_(affine_np)(int l, MC2FMU_(rows) in, MC2FMU_(rows) out, int np) {
+    const int ni = mc2fmu_layer_in[l], no = mc2fmu_layer_out[l];
+    const double *MC2FMU_RESTRICT WT = mc2fmu_WT[l], *MC2FMU_RESTRICT b = mc2fmu_b[l];
+    int p, i, o, r;
+    for (o = 0; o + 4 <= no; o += 4) {
+        mc2fmu_real acc[MC2FMU_P][4];
+        for (p = 0; p < np; p++)
+            for (r = 0; r < 4; r++) acc[p][r] = 0.0;
+        for (i = 0; i < ni; i++) {
+            const double *MC2FMU_RESTRICT w = WT + (size_t)i * no + o;
+            for (p = 0; p < np; p++) {
+                const mc2fmu_real z = in[p][i];
+                for (r = 0; r < 4; r++) acc[p][r] += w[r] * z;
+            }
+        }
+        for (p = 0; p < np; p++)
+            for (r = 0; r < 4; r++) out[p][o + r] = acc[p][r];
+        for (r = 0; r < 4; r++) out[0][o + r] += b[o + r];
+    }
+    for (; o < no; o++) {
+        for (p = 0; p < np; p++) {
+            mc2fmu_real s = 0.0;
+            for (i = 0; i < ni; i++) s += WT[(size_t)i * no + o] * in[p][i];
+            out[p][o] = s;
+        }
+        out[0][o] += b[o];
+    }
+}
+
+/* np a compile-time constant in each branch: the tile's loops unroll at -O2 as at -O3 */
+MC2FMU_STATIC void MC2FMU_(affine)(int l, MC2FMU_(rows) in, MC2FMU_(rows) out, int np) {
+    if (np == MC2FMU_P) MC2FMU_(affine_np)(l, in, out, MC2FMU_P);
+    else if (np == 1) MC2FMU_(affine_np)(l, in, out, 1);
+    else MC2FMU_(affine_np)(l, in, out, np);
+}
+
+MC2FMU_STATIC void MC2FMU_(activate)(int l, MC2FMU_(rows) Z, int np) {
+    const int no = mc2fmu_layer_out[l];
+    int o, j, k;
+    for (o = 0; o < no; o++) {
+        const mc2fmu_real a = Z[0][o];
+        mc2fmu_real f, d1, d2;
+#if MC2FMU_ACTIVATION == 0 /* tanh */
+        const mc2fmu_real t = MC2FMU_TANH(a);
+        f = t;
+        d1 = 1.0 - t * t;
+        d2 = -2.0 * t * (1.0 - t * t);
+#elif MC2FMU_ACTIVATION == 1 /* sigmoid */
+        const mc2fmu_real s = 1.0 / (1.0 + MC2FMU_EXP(-a));
+        f = s;
+        d1 = s * (1.0 - s);
+        d2 = s * (1.0 - s) * (1.0 - 2.0 * s);
+#else /* softplus (torch: beta 1, threshold 20) */
+        const mc2fmu_real s = 1.0 / (1.0 + MC2FMU_EXP(-a));
+        f = MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a));
+        d1 = s;
+        d2 = s * (1.0 - s);
+#endif
+        if (np > 1) {
+            for (j = 0; j < MC2FMU_NQ; j++)
+                for (k = 0; k < MC2FMU_NQ; k++) {
+                    mc2fmu_real *h = &Z[1 + MC2FMU_NQ + j * MC2FMU_NQ + k][o];
+                    *h = d2 * Z[1 + j][o] * Z[1 + k][o] + d1 * *h;
+                }
+            for (j = 0; j < MC2FMU_NQ; j++) Z[1 + j][o] = d1 * Z[1 + j][o];
+        }
+        Z[0][o] = f;
+    }
+}
+
+/* the decoder's hidden layers, packed rows: np = 1 value only, np = MC2FMU_P with J and H;
+   returns the buffer (A or B) that holds the last hidden activation h (the features if the
+   network has one layer) */
+MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(hidden)(const mc2fmu_real *q, MC2FMU_(rows) A, MC2FMU_(rows) B, int np) {
+    MC2FMU_(rows) cur = A, nxt = B, tmp;
+    int l;
+    MC2FMU_(features)(q, cur, np);
+    for (l = 0; l < MC2FMU_NL - 1; l++) {
+        MC2FMU_(affine)(l, cur, nxt, np);
+        MC2FMU_(activate)(l, nxt, np);
+        tmp = cur; cur = nxt; nxt = tmp;
+    }
+    return cur;
+}
+
+/* the decoder's network, packed rows; returns the buffer (A or B) that holds the output layer */
+MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(network)(const mc2fmu_real *q, MC2FMU_(rows) A, MC2FMU_(rows) B, int np) {
+    MC2FMU_(rows) cur = MC2FMU_(hidden)(q, A, B, np);
+    MC2FMU_(rows) nxt = cur == A ? B : A;
+    MC2FMU_(affine)(MC2FMU_NL - 1, cur, nxt, np);
+    return nxt;
+}
+
+/* x = h_d(q), the value alone (the poses' decoder) */
+MC2FMU_STATIC void MC2FMU_(decode)(const mc2fmu_real *q, mc2fmu_real *x) {
+    mc2fmu_real A[1][MC2FMU_WMAX], B[1][MC2FMU_WMAX];
+    MC2FMU_(rows) y = MC2FMU_(network)(q, A, B, 1);
+    int n;
+    for (n = 0; n < MC2FMU_NX; n++) x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
+}
+
+/* ------------------------------------------------------------------ the reduced dynamics
+
+   The output layer is folded into the dynamics (exact algebra, different rounding): with
+   x = x_mean + S (W_L h + b_L), J = S W_L Jh, H = S W_L Hh and the export's float64
+   A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L,
+   c_i = W_L^T S f_C[i] (x_mean + S b_L):
+     M_m = Jh^T A Jh,  f_m = Jh^T (g + B u + sum_i u_i (C_i h + c_i)),  J^T M (H : v v) = (A Jh)^T (Hh : v v),
+   so a step never forms the NX-dimensional output; x (value only) is formed for the poses.
+   Spring s (if MC2FMU_NS > 0) spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L and
+   p_s = D_s (x_mean + S b_L) + e_s; with l = |d_s|, n = d_s / l and sg_s = Jh^T P_s^T n:
+     ldot = sg_s . v,  T = k (l - L0) + c ldot,  J^T f_spring = -sum_s sg_s T. */
+
+typedef struct {
+    mc2fmu_real AJ[MC2FMU_NQ][MC2FMU_NH];       /* A Jh, by column of Jh */
+    mc2fmu_real Mm[MC2FMU_NQ2];                 /* Jh^T A Jh */
+    mc2fmu_real fm[MC2FMU_NQ];                  /* J^T f */
+#if MC2FMU_NS > 0
+    mc2fmu_real sg[MC2FMU_NS][MC2FMU_NQ];       /* spring s: Jh^T P_s^T n_s, so ldot_s = sg_s . v */
+    mc2fmu_real sk[MC2FMU_NS];                  /* spring s: k_s (l_s - L0_s), the elastic tension */
+#endif
+#if MC2FMU_NLAW > 0
+    mc2fmu_real sl[MC2FMU_NS];                  /* spring s: its length l_s */
+    mc2fmu_real sgl[MC2FMU_NS];                 /* spring s: its learned elastic tension g(l_s) (law springs) */
+#endif
+#if MC2FMU_NT > 0
+    mc2fmu_real u[MC2FMU_NU1];                  /* the input the identified terms see */
+#endif
+    mc2fmu_real x[MC2FMU_NX];                   /* the decoded point, if x_valid */
+    mc2fmu_real q[MC2FMU_NQ];                   /* where h, Jh, Hh, AJ, Mm (sg, sk) were evaluated */
+    int valid;                                  /* ... if set */
+    int x_valid;
+    int zb;                                     /* h, Jh, Hh (packed rows) are in bufB if set, else bufA */
+    MC2FMU_(layer_buf) bufA, bufB;             /* scratch of the network */
+} MC2FMU_(terms);
+
+MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(terms_rows)(MC2FMU_(terms) *T) {
+    return T->zb ? T->bufB : T->bufA;
+}
+
+#if MC2FMU_NLAW > 0
+/* a recorded spring's learned law (mc2fmu/reduced/spring_laws.py): an MLP n_in -> H1 -> H2 -> 1
+   with tanh, its parameters packed W0 (H1 x n_in), b0, W1 (H2 x H1), b1, W2 (1 x H2), b2 */
+MC2FMU_STATIC mc2fmu_real MC2FMU_(law_net)(const double *p, int n_in, const mc2fmu_real *in) {
+    mc2fmu_real h1[MC2FMU_LAW_H1], h2[MC2FMU_LAW_H2], acc;
+    const double *W0 = p, *b0 = W0 + MC2FMU_LAW_H1 * n_in, *W1 = b0 + MC2FMU_LAW_H1;
+    const double *b1 = W1 + MC2FMU_LAW_H2 * MC2FMU_LAW_H1, *W2 = b1 + MC2FMU_LAW_H2, *b2 = W2 + MC2FMU_LAW_H2;
+    int i, j;
+    for (i = 0; i < MC2FMU_LAW_H1; i++) {
+        acc = 0.0;
+        for (j = 0; j < n_in; j++) acc += in[j] * W0[i * n_in + j];
+        h1[i] = MC2FMU_TANH(acc + b0[i]);
+    }
+    for (i = 0; i < MC2FMU_LAW_H2; i++) {
+        acc = 0.0;
+        for (j = 0; j < MC2FMU_LAW_H1; j++) acc += h1[j] * W1[i * MC2FMU_LAW_H1 + j];
+        h2[i] = MC2FMU_TANH(acc + b1[i]);
+    }
+    acc = 0.0;
+    for (j = 0; j < MC2FMU_LAW_H2; j++) acc += h2[j] * W2[j];
+    return acc + b2[0];
+}
+
+/* law k's elastic tension g(l) and learned damping coefficient h(l, ldot) - c, h >= 0 (softplus,
+   torch's threshold 20; c the mechanism file's damping) */
+MC2FMU_STATIC mc2fmu_real MC2FMU_(law_elastic)(int k, mc2fmu_real l) {
+    const double *nm = mc2fmu_law_norm + 5 * k;
+    const mc2fmu_real z = (l - nm[0]) / nm[1];
+    return MC2FMU_(law_net)(mc2fmu_law_g + (size_t)k * MC2FMU_LAW_G_SIZE, 1, &z) * nm[3];
+}
+
+MC2FMU_STATIC mc2fmu_real MC2FMU_(law_damping)(int k, mc2fmu_real l, mc2fmu_real ldot) {
+    const double *nm = mc2fmu_law_norm + 5 * k;
+    mc2fmu_real in[3], a;
+    in[0] = (l - nm[0]) / nm[1];
+    in[1] = ldot / nm[2];
+    in[2] = MC2FMU_ABS(in[1]);
+    a = MC2FMU_(law_net)(mc2fmu_law_h + (size_t)k * MC2FMU_LAW_H_SIZE, 3, in);
+    return (MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a))) * (nm[3] / nm[2]) - nm[4]; /* the learned part: h - c */
+}
+#endif
+
+#if MC2FMU_NS > 0
+/* the springs' velocity-independent part at h, Jh (the packed rows Z): sg_s and k_s (l_s - L0_s) */
+MC2FMU_STATIC void MC2FMU_(eval_springs)(MC2FMU_(rows) Z, MC2FMU_(terms) *T) {
+    mc2fmu_real d[3], w[MC2FMU_NH], l;
+    int s, i, n, j;
+    for (s = 0; s < MC2FMU_NS; s++) {
+        const double *MC2FMU_RESTRICT P = mc2fmu_P_h + (size_t)s * 3 * MC2FMU_NH;
+        for (i = 0; i < 3; i++) {
+            mc2fmu_real acc = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) acc += P[i * MC2FMU_NH + n] * Z[0][n];
+            d[i] = acc + mc2fmu_p_h[3 * s + i];
+        }
+        l = MC2FMU_SQRT(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+        for (i = 0; i < 3; i++) d[i] /= l; /* now n */
+        for (n = 0; n < MC2FMU_NH; n++) w[n] = P[n] * d[0] + P[MC2FMU_NH + n] * d[1] + P[2 * MC2FMU_NH + n] * d[2];
+        for (j = 0; j < MC2FMU_NQ; j++) {
+            mc2fmu_real acc = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) acc += Z[1 + j][n] * w[n];
+            T->sg[s][j] = acc;
+        }
+        T->sk[s] = mc2fmu_spring_k[s] * (l - mc2fmu_spring_L0[s]);
+#if MC2FMU_NLAW > 0
+        T->sl[s] = l;
+        T->sgl[s] = mc2fmu_law_of_spring[s] >= 0 ? MC2FMU_(law_elastic)(mc2fmu_law_of_spring[s], l) : 0.0;
+#endif
+    }
+}
+#endif
+
+/* h, Jh, Hh, A Jh and M_m (and the springs' geometry) at q: the decoder's geometry, cached by
+   the value of q (the output poses at a grid point and the next step's terms share one decoder
+   evaluation) */
+MC2FMU_STATIC void MC2FMU_(eval_geometry)(const mc2fmu_real *q, MC2FMU_(terms) *T) {
+    int n, m, j, k;
+    MC2FMU_(rows) Z;
+    if (T->valid && memcmp(T->q, q, sizeof T->q) == 0) return;
+    Z = MC2FMU_(hidden)(q, T->bufA, T->bufB, MC2FMU_P);
+    T->zb = Z == T->bufB;
+    /* A Jh: the rows of A (symmetric) accumulated over m in order */
+    for (j = 0; j < MC2FMU_NQ; j++) {
+        mc2fmu_real *MC2FMU_RESTRICT aj = T->AJ[j];
+        for (n = 0; n < MC2FMU_NH; n++) aj[n] = 0.0;
+        for (m = 0; m < MC2FMU_NH; m++) {
+            const mc2fmu_real z = Z[1 + j][m];
+            const double *MC2FMU_RESTRICT a = mc2fmu_A_h + (size_t)m * MC2FMU_NH;
+            for (n = 0; n < MC2FMU_NH; n++) aj[n] += a[n] * z;
+        }
+    }
+    /* M_m = Jh^T (A Jh): the lower triangle, mirrored (exactly symmetric) */
+    for (j = 0; j < MC2FMU_NQ; j++)
+        for (k = 0; k <= j; k++) {
+            mc2fmu_real s = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * T->AJ[k][n];
+            T->Mm[j * MC2FMU_NQ + k] = s;
+            T->Mm[k * MC2FMU_NQ + j] = s;
+        }
+#if MC2FMU_NS > 0
+    MC2FMU_(eval_springs)(Z, T);
+#endif
+    memcpy(T->q, q, sizeof T->q);
+    T->valid = 1;
+    T->x_valid = 0;
+}
+
+/* x at the cached geometry's q (value only): the output layer applied to h */
+MC2FMU_STATIC const mc2fmu_real *MC2FMU_(terms_x)(MC2FMU_(terms) *T) {
+    if (!T->x_valid) {
+        mc2fmu_real y[1][MC2FMU_WMAX];
+        int n;
+        MC2FMU_(affine)(MC2FMU_NL - 1, MC2FMU_(terms_rows)(T), y, 1);
+        for (n = 0; n < MC2FMU_NX; n++) T->x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
+        T->x_valid = 1;
+    }
+    return T->x;
+}
+
+/* everything at q and u that does not depend on the velocity */
+MC2FMU_STATIC void MC2FMU_(eval_terms)(const mc2fmu_real *q, const mc2fmu_real *u, MC2FMU_(terms) *T) {
+    mc2fmu_real y[MC2FMU_NH], t[MC2FMU_NH];
+    int n, m, j, k;
+    MC2FMU_(rows) Z;
+    MC2FMU_(eval_geometry)(q, T);
+    Z = MC2FMU_(terms_rows)(T);
+    /* y = g + B u + sum_i u_i (C_i h + c_i), i.e. W_L^T S f */
+    for (n = 0; n < MC2FMU_NH; n++) {
+        mc2fmu_real s = 0.0;
+        for (k = 0; k < MC2FMU_NU; k++) s += u[k] * mc2fmu_B_h[n * MC2FMU_NU1 + k];
+        y[n] = mc2fmu_g_h[n] + s;
+    }
+    for (k = 0; k < MC2FMU_NU; k++) {
+        const double *MC2FMU_RESTRICT CT = mc2fmu_CT_h + (size_t)k * MC2FMU_NH * MC2FMU_NH;
+        const double *MC2FMU_RESTRICT c = mc2fmu_c_h + (size_t)k * MC2FMU_NH;
+        if (!mc2fmu_C_used[k]) continue;
+        for (n = 0; n < MC2FMU_NH; n++) t[n] = 0.0;
+        for (m = 0; m < MC2FMU_NH; m++) {
+            const mc2fmu_real hm = Z[0][m];
+            const double *MC2FMU_RESTRICT r = CT + (size_t)m * MC2FMU_NH;
+            for (n = 0; n < MC2FMU_NH; n++) t[n] += r[n] * hm;
+        }
+        for (n = 0; n < MC2FMU_NH; n++) y[n] += u[k] * (t[n] + c[n]);
+    }
+    for (j = 0; j < MC2FMU_NQ; j++) {
+        mc2fmu_real s = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * y[n];
+        T->fm[j] = s;
+    }
+#if MC2FMU_NT > 0
+    for (k = 0; k < MC2FMU_NU; k++) T->u[k] = u[k];
+#endif
+}
+
+/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.reduced.manifold.cholesky_solve */
+MC2FMU_STATIC void MC2FMU_(cholesky_solve)(const mc2fmu_real *A, const mc2fmu_real *b, mc2fmu_real *y) {
+    mc2fmu_real L[MC2FMU_NQ2], z[MC2FMU_NQ];
+    int i, j, k;
+    for (j = 0; j < MC2FMU_NQ; j++) {
+        mc2fmu_real s = A[j * MC2FMU_NQ + j];
+        for (k = 0; k < j; k++) s = s - L[j * MC2FMU_NQ + k] * L[j * MC2FMU_NQ + k];
+        L[j * MC2FMU_NQ + j] = MC2FMU_SQRT(s);
+        for (i = j + 1; i < MC2FMU_NQ; i++) {
+            s = A[i * MC2FMU_NQ + j];
+            for (k = 0; k < j; k++) s = s - L[i * MC2FMU_NQ + k] * L[j * MC2FMU_NQ + k];
+            L[i * MC2FMU_NQ + j] = s / L[j * MC2FMU_NQ + j];
+        }
+    }
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        mc2fmu_real s = b[i];
+        for (k = 0; k < i; k++) s = s - L[i * MC2FMU_NQ + k] * z[k];
+        z[i] = s / L[i * MC2FMU_NQ + i];
+    }
+    for (i = MC2FMU_NQ - 1; i >= 0; i--) {
+        mc2fmu_real s = z[i];
+        for (k = i + 1; k < MC2FMU_NQ; k++) s = s - L[k * MC2FMU_NQ + i] * y[k];
+        y[i] = s / L[i * MC2FMU_NQ + i];
+    }
+}
+
+#if MC2FMU_NS > 0
+/* fs = J^T f_spring(x, J v) = -sum_s sg_s (k_s (l_s - L0_s) + c_s sg_s . v) */
+MC2FMU_STATIC void MC2FMU_(spring_force)(const MC2FMU_(terms) *T, const mc2fmu_real *v, mc2fmu_real *fs) {
+    int s, j;
+    for (j = 0; j < MC2FMU_NQ; j++) fs[j] = 0.0;
+    for (s = 0; s < MC2FMU_NS; s++) {
+        mc2fmu_real ldot = 0.0, tension;
+        for (j = 0; j < MC2FMU_NQ; j++) ldot += T->sg[s][j] * v[j];
+        tension = T->sk[s] + mc2fmu_spring_c[s] * ldot;
+#if MC2FMU_NLAW > 0
+        if (mc2fmu_law_of_spring[s] >= 0) /* the learned law, added as numpy adds it */
+            tension = tension + (T->sgl[s] + ldot * MC2FMU_(law_damping)(mc2fmu_law_of_spring[s], T->sl[s], ldot));
+#endif
+        for (j = 0; j < MC2FMU_NQ; j++) fs[j] -= T->sg[s][j] * tension;
+    }
+}
+#endif
+
+#if MC2FMU_NT > 0
+/* rhs += Xi^T lambda(q, v, u): term t is the product of its factors (codes of
+   mc2fmu/reduced/terms.py: 0 one, 1 q_i, 2 sin q_i, 3 cos q_i, 4 v_i, 5 MC2FMU_TANH(v_i / p), 6 u_i),
+   multiplied in the order numpy multiplies them */
+MC2FMU_STATIC void MC2FMU_(identified)(const mc2fmu_real *q, const mc2fmu_real *v, const mc2fmu_real *u, mc2fmu_real *rhs) {
+    mc2fmu_real f[MC2FMU_NQ];
+    int t, s, j;
+    for (j = 0; j < MC2FMU_NQ; j++) f[j] = 0.0;
+    for (t = 0; t < MC2FMU_NT; t++) {
+        mc2fmu_real lam = 1.0;
+        for (s = 0; s < 3; s++) {
+            const int i = mc2fmu_lib_index[3 * t + s];
+            switch (mc2fmu_lib_kind[3 * t + s]) {
+            case 1: lam *= q[i]; break;
+            case 2: lam *= MC2FMU_SIN(q[i]); break;
+            case 3: lam *= MC2FMU_COS(q[i]); break;
+            case 4: lam *= v[i]; break;
+            case 5: lam *= MC2FMU_TANH(v[i] / mc2fmu_lib_param[3 * t + s]); break;
+            case 6: lam *= u[i]; break;
+            default: break;
+            }
+        }
+        for (j = 0; j < MC2FMU_NQ; j++) f[j] += lam * mc2fmu_lib_xi[t * MC2FMU_NQ + j];
+    }
+    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += f[j];
+}
+#endif
+
+/* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
+MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v, mc2fmu_real *a) {
+    mc2fmu_real vv[MC2FMU_NQ2], hv[MC2FMU_NH], rhs[MC2FMU_NQ];
+    MC2FMU_(rows) Z = MC2FMU_(terms_rows)(T);
+    int n, j, k;
+    for (j = 0; j < MC2FMU_NQ; j++)
+        for (k = 0; k < MC2FMU_NQ; k++) vv[j * MC2FMU_NQ + k] = v[j] * v[k];
+    for (n = 0; n < MC2FMU_NH; n++) hv[n] = 0.0;
+    for (k = 0; k < MC2FMU_NQ2; k++) {
+        const mc2fmu_real w = vv[k];
+        const mc2fmu_real *MC2FMU_RESTRICT hk = Z[1 + MC2FMU_NQ + k];
+        for (n = 0; n < MC2FMU_NH; n++) hv[n] += hk[n] * w;
+    }
+    for (j = 0; j < MC2FMU_NQ; j++) {
+        mc2fmu_real s = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) s += T->AJ[j][n] * hv[n];
+        rhs[j] = T->fm[j] - s;
+    }
+#if MC2FMU_NS > 0
+    {
+        mc2fmu_real fs[MC2FMU_NQ];
+        MC2FMU_(spring_force)(T, v, fs);
+        for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += fs[j];
+    }
+#endif
+#if MC2FMU_NT > 0
+    MC2FMU_(identified)(T->q, v, T->u, rhs);
+#endif
+    MC2FMU_(cholesky_solve)(T->Mm, rhs, a);
+}
+
+/* the one-step map: q_{i+1} from q_{i-1}, q_i (T evaluated at q_i, u_i) */
+MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_prev, const mc2fmu_real *q, double dt, mc2fmu_real *q_next) {
+    mc2fmu_real base[MC2FMU_NQ], v[MC2FMU_NQ], a[MC2FMU_NQ];
+    int i;
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        base[i] = 2.0 * q[i] - q_prev[i];
+        v[i] = (q[i] - q_prev[i]) / dt;
+    }
+    MC2FMU_(acceleration)(T, v, a);
+    if (MC2FMU_STEP_CENTRED) {
+        for (i = 0; i < MC2FMU_NQ; i++) {
+            const mc2fmu_real q_pred = base[i] + dt * dt * a[i];
+            v[i] = (q_pred - q_prev[i]) / (2.0 * dt);
+        }
+        MC2FMU_(acceleration)(T, v, a);
+    }
+    for (i = 0; i < MC2FMU_NQ; i++) q_next[i] = base[i] + dt * dt * a[i];
+}
+
+/* ------------------------------------------------------------------ poses and envelope */
+
+/* the orthogonal polar factor of D (row-major 3x3, det > 0): Newton's iteration
+   R <- (R + R^-T) / 2, quadratically convergent; near a rotation 3-4 iterations reach
+   machine precision */
+MC2FMU_STATIC void MC2FMU_(polar)(const mc2fmu_real *D, mc2fmu_real *R) {
+    mc2fmu_real X[9], C[9];
+    int it, i;
+    memcpy(X, D, sizeof X);
+    for (it = 0; it < 60; it++) {
+        mc2fmu_real det;
+        double diff = 0.0;
+        /* cofactor matrix: X^-T = C / det */
+        C[0] = X[4] * X[8] - X[5] * X[7];
+        C[1] = X[5] * X[6] - X[3] * X[8];
+        C[2] = X[3] * X[7] - X[4] * X[6];
+        C[3] = X[2] * X[7] - X[1] * X[8];
+        C[4] = X[0] * X[8] - X[2] * X[6];
+        C[5] = X[1] * X[6] - X[0] * X[7];
+        C[6] = X[1] * X[5] - X[2] * X[4];
+        C[7] = X[2] * X[3] - X[0] * X[5];
+        C[8] = X[0] * X[4] - X[1] * X[3];
+        det = X[0] * C[0] + X[1] * C[1] + X[2] * C[2];
+        if (!(MC2FMU_RE(det) != 0.0) || !isfinite(MC2FMU_RE(det))) break;
+        for (i = 0; i < 9; i++) {
+            const mc2fmu_real y = 0.5 * (X[i] + C[i] / det);
+            diff = fmax(diff, MC2FMU_CHANGE(y - X[i]));
+            X[i] = y;
+        }
+        if (diff <= 1e-15) break; /* the last update was at rounding level: converged */
+    }
+    memcpy(R, X, sizeof X);
+}
+
+/* unit quaternion (w, x, y, z), w >= 0, of a rotation matrix (Shepperd's method) */
+MC2FMU_STATIC void MC2FMU_(quaternion)(const mc2fmu_real *R, mc2fmu_real *qt) {
+    const mc2fmu_real tr = R[0] + R[4] + R[8];
+    mc2fmu_real c[4], s, nrm;
+    int k = 0, i;
+    c[0] = tr; c[1] = R[0]; c[2] = R[4]; c[3] = R[8];
+    for (i = 1; i < 4; i++)
+        if (MC2FMU_RE(c[i]) > MC2FMU_RE(c[k])) k = i; /* first maximum, as numpy's argmax */
+    if (k == 0) {
+        s = 2.0 * MC2FMU_SQRT(1.0 + tr);
+        qt[0] = 0.25 * s; qt[1] = (R[7] - R[5]) / s; qt[2] = (R[2] - R[6]) / s; qt[3] = (R[3] - R[1]) / s;
+    } else if (k == 1) {
+        s = 2.0 * MC2FMU_SQRT(1.0 + R[0] - R[4] - R[8]);
+        qt[0] = (R[7] - R[5]) / s; qt[1] = 0.25 * s; qt[2] = (R[1] + R[3]) / s; qt[3] = (R[2] + R[6]) / s;
+    } else if (k == 2) {
+        s = 2.0 * MC2FMU_SQRT(1.0 + R[4] - R[0] - R[8]);
+        qt[0] = (R[2] - R[6]) / s; qt[1] = (R[1] + R[3]) / s; qt[2] = 0.25 * s; qt[3] = (R[5] + R[7]) / s;
+    } else {
+        s = 2.0 * MC2FMU_SQRT(1.0 + R[8] - R[0] - R[4]);
+        qt[0] = (R[3] - R[1]) / s; qt[1] = (R[2] + R[6]) / s; qt[2] = (R[5] + R[7]) / s; qt[3] = 0.25 * s;
+    }
+    nrm = MC2FMU_SQRT(qt[0] * qt[0] + qt[1] * qt[1] + qt[2] * qt[2] + qt[3] * qt[3]);
+    for (i = 0; i < 4; i++) qt[i] /= nrm;
+    if (MC2FMU_RE(qt[0]) < 0)
+        for (i = 0; i < 4; i++) qt[i] = -qt[i];
+}
+
+/* body poses (origin x y z, quaternion w x y z per body) from decoded natural coordinates */
+MC2FMU_STATIC void MC2FMU_(poses)(const mc2fmu_real *x, mc2fmu_real *pose) {
+    int b, i, k;
+    for (b = 0; b < MC2FMU_NB; b++) {
+        const mc2fmu_real *p = x + mc2fmu_body_offset[b];
+        const double L = mc2fmu_body_length[b], *com = mc2fmu_body_com + 3 * b;
+        mc2fmu_real D[9], R[9];
+        for (i = 0; i < 3; i++)     /* row i: component i */
+            for (k = 0; k < 3; k++) /* column k: point k+1 */
+                D[3 * i + k] = (p[3 * (k + 1) + i] - p[i]) / L;
+        MC2FMU_(polar)(D, R);
+        for (i = 0; i < 3; i++)
+            pose[7 * b + i] = p[i] - (R[3 * i] * com[0] + R[3 * i + 1] * com[1] + R[3 * i + 2] * com[2]);
+        MC2FMU_(quaternion)(R, pose + 7 * b + 3);
+    }
+}
+
