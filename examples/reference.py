@@ -438,10 +438,12 @@ def small_oscillations(name: str, amplitude: float = 0.02, t_end: float = 20.0, 
     return {"t": t[keep], "origin": origin[keep]}
 
 
-def oscillation_frequencies(t: np.ndarray, signals: np.ndarray, count: int) -> np.ndarray:
+def oscillation_frequencies(t: np.ndarray, signals: np.ndarray, count: int, damped: bool = False) -> np.ndarray:
     """The ``count`` frequencies (Hz, ascending) of a sum of undamped sinusoids shared by the
     channels ``signals`` (n_t, n_ch, all in one unit): the strongest peaks of the summed power spectrum, refined
-    by a least-squares fit of all channels (amplitudes linear, frequencies nonlinear)."""
+    by a least-squares fit of all channels (amplitudes linear, frequencies nonlinear).  With
+    ``damped`` the sinusoids decay (``exp(-s_k t)``, ``s_k >= 0`` fitted too) and the result is
+    their damped frequencies ``|Im lambda| / 2 pi``, what a linear model with dampers oscillates at."""
     from scipy.optimize import least_squares
     from scipy.signal import find_peaks
 
@@ -456,10 +458,19 @@ def oscillation_frequencies(t: np.ndarray, signals: np.ndarray, count: int) -> n
     guess = np.sort(freqs[peaks[np.argsort(power[peaks])[::-1][:count]]])
     tt = t - t[0]
 
-    def residual(f):
-        basis = np.concatenate([np.cos(2 * np.pi * f[None] * tt[:, None]), np.sin(2 * np.pi * f[None] * tt[:, None]),
-                                np.ones((len(tt), 1))], 1)
+    k = len(guess)
+
+    def residual(p):
+        f, decay = p[:k], (p[k:] if damped else np.zeros(k))
+        env = np.exp(-decay[None] * tt[:, None])
+        basis = np.concatenate([env * np.cos(2 * np.pi * f[None] * tt[:, None]),
+                                env * np.sin(2 * np.pi * f[None] * tt[:, None]), np.ones((len(tt), 1))], 1)
         coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
         return (basis @ coef - y).ravel()
 
-    return np.sort(least_squares(residual, guess, x_scale=guess, xtol=1e-14, ftol=1e-14).x)
+    if not damped:
+        return np.sort(least_squares(residual, guess, x_scale=guess, xtol=1e-14, ftol=1e-14).x)
+    p0 = np.concatenate([guess, np.zeros(k)])
+    fit = least_squares(residual, p0, x_scale=np.concatenate([guess, np.ones(k)]), xtol=1e-14, ftol=1e-14,
+                        bounds=(np.concatenate([0.5 * guess, np.zeros(k)]), np.concatenate([2.0 * guess, np.full(k, np.inf)])))
+    return np.sort(fit.x[:k])
