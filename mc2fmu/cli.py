@@ -237,9 +237,14 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _train_config(args: argparse.Namespace):
-    from .reducers.base import config_from_args, reducer_entry
+    from .errors import TrainingError
+    from .reducers.base import config_from_args, foreign_options, reducer_entry
 
-    return config_from_args(reducer_entry(args.reducer).config_class(), args)
+    config_cls = reducer_entry(args.reducer).config_class()
+    problems = foreign_options(config_cls, args, args.reducer)
+    if problems:
+        raise TrainingError(problems)
+    return config_from_args(config_cls, args)
 
 
 EXPORT_HELP = """\
@@ -465,7 +470,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: {art.reducer}, {art.dof} minimal coordinate(s), {kind}{angles}, dt {art.dt:g} s")
     terms = ", ".join(f"{_TERM_NAMES[k]} {m[k]:.3e}" for k in _TERM_NAMES if k in m)
     if "train_seconds" in m:
-        print(f"  {m['train_seconds']:.1f} s, loss: {terms}, validation {m['val_loss']:.3e}")
+        parts = [f"{m['train_seconds']:.1f} s"] + ([f"loss: {terms}"] if terms else [])
+        parts += [f"validation {m['val_loss']:.3e}"] if "val_loss" in m else []
+        print("  " + ", ".join(parts))
     for name, r in (m.get("spring_law_residual") or {}).items():
         print(f"  spring '{name}': learned law, rms tension residual {100 * r:.3f} % of the recorded tension")
     if "identified_terms" in m:
@@ -659,7 +666,12 @@ class _progress_bar:
                             desc="training", file=sys.stderr)
         self.bar.n = int(1000 * e["done"])
         terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
-        self.bar.set_postfix_str(f"{e['stage']} {e['iter']} loss {e['loss']:.2e} ({terms}) val {e['val']:.2e}")
+        parts = [f"{e.get('stage', '')} {e.get('iter', '')}".strip()]
+        if e.get("loss") is not None:
+            parts.append(f"loss {e['loss']:.2e}" + (f" ({terms})" if terms else ""))
+        if e.get("val") is not None:
+            parts.append(f"val {e['val']:.2e}")
+        self.bar.set_postfix_str(" ".join(parts))
 
     def __exit__(self, *exc):
         if self.bar is not None:

@@ -27,6 +27,18 @@ LOG_CATEGORIES = {
 }
 
 
+def require_manifold(artifact):
+    """The artifact's decoder-manifold model: the one kind both backends export so far."""
+    from ..reduced.manifold import ManifoldModel
+
+    model = artifact.model
+    if not isinstance(model, ManifoldModel):
+        raise ExportError(f"{artifact.path}: a '{artifact.reducer}' model (kind '{model.kind}'); FMUs are exported "
+                          "for decoder-manifold models (the autoencoder reducer) only so far; run this one with "
+                          "`mc2fmu simulate`")
+    return model
+
+
 def template_path(name: str) -> Path:
     """A template shipped inside the package (``mc2fmu/fmu/templates/``)."""
     path = Path(str(resources.files("mc2fmu.fmu") / "templates" / name))

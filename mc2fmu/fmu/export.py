@@ -41,6 +41,9 @@ BACKENDS = {
 #: about 1.2 kB of the host's memory per instantiation (its findClass lists and reprs the slave
 #: class's MRO every time and frees none of it; README, "The python backend").
 DEFAULT_BACKEND = "native"
+#: the reducers whose models the backends export (the node and local-pca models run in
+#: `mc2fmu simulate` only, so far)
+EXPORTED_REDUCERS = ("autoencoder",)
 FMI_VERSIONS = (2, 3)
 INTERFACES = {"cs": "co-simulation", "me": "model exchange", "both": "co-simulation and model exchange"}
 

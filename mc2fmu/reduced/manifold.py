@@ -344,6 +344,36 @@ class ManifoldModel:
             terms = self.terms(q, u)
             return self.step_map.step(lambda v: acceleration(terms, v), q_prev, q, self.dt)
 
+    # -------------------------------------------------------------- state space (ReducedModel)
+
+    @property
+    def state_size(self) -> int:
+        return 3 * self.dof
+
+    def start(self, q0: np.ndarray, qd0: np.ndarray, u0: np.ndarray) -> np.ndarray:
+        """The state ``(q_{-1}, q_0, qd_0)``, ``q_{-1}`` by the Taylor step backwards
+        (:func:`mc2fmu.reduced.simulate.initial_history`)."""
+        from .simulate import initial_history
+
+        q = np.asarray(q0, dtype=np.float64).reshape(self.dof)
+        v = np.asarray(qd0, dtype=np.float64).reshape(self.dof)
+        return np.concatenate([initial_history(self, q, v, np.asarray(u0, dtype=np.float64).reshape(1, self.n_u)), q, v])
+
+    def advance(self, s: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """``(q_k, q_{k+1}, qd_{k+1})`` from ``(q_{k-1}, q_k, qd_k)`` with ``u_k`` held: the one-step
+        map, and the causal second-order velocity ``(3 q_{k+1} - 4 q_k + q_{k-1}) / (2 dt)`` an
+        FMU can give (it cannot look ahead to the next input)."""
+        m = self.dof
+        qp, q = s[:m], s[m : 2 * m]
+        qn = self.step(qp[None], q[None], np.asarray(u, dtype=np.float64).reshape(1, self.n_u))[0]
+        return np.concatenate([q, qn, (3.0 * qn - 4.0 * q + qp) / (2.0 * self.dt)])
+
+    def observe(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q, qd, x)`` of a batch of states (B, 3 m)."""
+        m = self.dof
+        q, qd = states[:, m : 2 * m], states[:, 2 * m :]
+        return q, qd, self.decode(q)
+
     # -------------------------------------------------------------- saving
 
     def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:

@@ -4,6 +4,13 @@
 protocol, in numpy (no torch): the reducers (:mod:`mc2fmu.reducers`) train with whatever
 they like and hand over a run-time model of a registered kind (:data:`MODEL_KINDS`), which
 the artifact (:mod:`mc2fmu.reduced.artifact`) saves and loads.
+
+A model is a discrete-time state-space system on the sample grid: ``start`` makes its state
+(a flat float64 vector of ``state_size``) from the minimal coordinates and their velocities,
+``advance`` takes one sample step with the input held, ``observe`` gives the outputs.  What
+the state holds is the kind's business (a decoder-manifold model keeps ``q_{k-1}, q_k, qd_k``;
+the local-PCA ROM its active cluster and that cluster's coordinates; the neural ODE
+``q, qd``), so every kind is simulated, validated and exported through the same four calls.
 """
 
 from __future__ import annotations
@@ -12,17 +19,16 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .charted import LocalPcaModel, NodeModel
 from .manifold import ManifoldModel
-from .step_maps import StepMap
 
 
 @runtime_checkable
 class ReducedModel(Protocol):
-    """A second-order reduced ODE ``qdd = f(q, qd, u)`` on ``dof`` minimal coordinates, with
-    its map to and from natural coordinates and the one-step map it was trained with."""
+    """A reduced model on ``dof`` minimal coordinates with ``n_u`` inputs, stepped at ``dt``."""
 
     kind: str  # the key of MODEL_KINDS
-    dt: float  # the fixed step of the one-step map, s
+    dt: float  # the fixed sample step, s
     angles: tuple[bool, ...]  # angle-type coordinates (2 pi periodic)
     resources: dict[str, bytes]  # extra files saved with the model (e.g. ONNX graphs)
 
@@ -33,7 +39,7 @@ class ReducedModel(Protocol):
     def n_u(self) -> int: ...
 
     @property
-    def step_map(self) -> StepMap: ...
+    def state_size(self) -> int: ...
 
     def encode(self, x: np.ndarray) -> np.ndarray:
         """``q`` (B, m) of NC states ``x`` (B, n); angle coordinates in (-pi, pi]."""
@@ -41,15 +47,18 @@ class ReducedModel(Protocol):
     def decode(self, q: np.ndarray) -> np.ndarray:
         """NC states ``x`` (B, n) of ``q`` (B, m)."""
 
-    def acceleration(self, q: np.ndarray, qd: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """The right-hand side ``qdd`` (B, m)."""
+    def start(self, q0: np.ndarray, qd0: np.ndarray, u0: np.ndarray) -> np.ndarray:
+        """The state (state_size,) at ``q0``, ``qd0`` (m,) under the input ``u0`` (n_u,)."""
 
-    def step(self, q_prev: np.ndarray, q: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """``q_{i+1}`` (B, m) from ``q_{i-1}``, ``q_i`` and ``u_i``."""
+    def advance(self, s: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The state one sample step after ``s`` with ``u`` held over the step."""
+
+    def observe(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q (B, m), qd (B, m), x (B, n))`` of a batch of states (B, state_size)."""
 
     def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
         """``(params, arrays)`` to store: JSON-able parameters and named float64 arrays."""
 
 
 #: run-time model kinds, by the name the artifact records
-MODEL_KINDS: dict[str, type] = {ManifoldModel.kind: ManifoldModel}
+MODEL_KINDS: dict[str, type] = {k.kind: k for k in (ManifoldModel, NodeModel, LocalPcaModel)}

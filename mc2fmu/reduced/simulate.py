@@ -1,6 +1,8 @@
-"""Rolling a reduced model out in time with the one-step map it was trained with (numpy).
+"""Rolling a reduced model out in time through its state-space interface (numpy).
 
-The same start, stepping and velocity rule as the FMUs, so ``mc2fmu simulate`` and an FMU
+Every model kind (:data:`mc2fmu.reduced.model.MODEL_KINDS`) is run the same way: ``start``
+from ``(q0, qd0, u0)``, ``advance`` one sample step with the input held, ``observe`` the
+outputs; the FMUs run the same start, step and outputs, so ``mc2fmu simulate`` and an FMU
 agree on every output.
 """
 
@@ -9,8 +11,44 @@ from __future__ import annotations
 import numpy as np
 
 
+def trajectory(model, q0: np.ndarray, qd0: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
+    """``q``, ``qd`` (n_t, m) and ``x`` (n_t, n) from the state ``(q0, qd0)`` on the inputs
+    ``u`` (n_t, n_u); step ``k -> k+1`` holds ``u[k]``.  A non-finite state ends the run (the
+    rest is NaN).  Angle-type coordinates are continuous in time and start at ``q0``'s turn."""
+    u = np.asarray(u, dtype=np.float64).reshape(len(u), -1)
+    n_t = len(u)
+    states = np.full((n_t, model.state_size), np.nan)
+    s = model.start(q0, qd0, u[0])
+    for k in range(n_t):
+        if not np.isfinite(s).all():
+            break
+        states[k] = s
+        if k + 1 < n_t:
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                s = model.advance(s, u[k])
+    ok = np.isfinite(states).all(axis=1)
+    q, qd, x = (np.array(a, dtype=np.float64) for a in model.observe(np.where(ok[:, None], states, states[0])))
+    for a in (q, qd, x):
+        a[~ok] = np.nan
+    angles = np.asarray(model.angles, dtype=bool)
+    if angles.any() and ok.any():
+        q[ok] = unwrap_from(q[ok], angles, np.asarray(q0, dtype=np.float64).reshape(-1))
+    return {"q": q, "qd": qd, "x": x}
+
+
+def unwrap_from(q: np.ndarray, angles: np.ndarray, q0: np.ndarray) -> np.ndarray:
+    """Angle columns of ``q`` (n_t, m) made continuous in time and shifted by whole turns so
+    the first sample is nearest ``q0`` (a no-op on a series that already is)."""
+    q = q.copy()
+    q[:, angles] = np.unwrap(q[:, angles], axis=0)
+    turns = np.round((q0[angles] - q[0, angles]) / (2.0 * np.pi))
+    q[:, angles] += 2.0 * np.pi * turns
+    return q
+
+
 def initial_history(model, q0: np.ndarray, qd0: np.ndarray, u0: np.ndarray) -> np.ndarray:
-    """``q_{-1}`` from a state ``(q0, qd0)``: second-order Taylor step backwards,
+    """``q_{-1}`` of a two-step map started at ``(q0, qd0)`` (any ``model`` with ``dt`` and
+    ``acceleration``): the second-order Taylor step backwards,
     ``q_{-1} = q0 - dt qd0 + dt^2/2 a(q0, qd0, u0)``."""
     dt = model.dt
     q, v = np.atleast_2d(q0), np.atleast_2d(qd0)
@@ -19,10 +57,9 @@ def initial_history(model, q0: np.ndarray, qd0: np.ndarray, u0: np.ndarray) -> n
 
 
 def rollout(model, q_prev: np.ndarray, q0: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """``q`` (n_t, m) from ``q_{-1}``, ``q_0`` and the inputs ``u`` (n_t, n_u) at every step.
-
-    Step ``i -> i+1`` uses ``u[i]``.  Non-finite states end the rollout (the rest is NaN).
-    """
+    """``q`` (n_t, m) of a decoder-manifold model's one-step map from ``q_{-1}``, ``q_0`` and the
+    inputs ``u`` (n_t, n_u) at every step (step ``i -> i+1`` uses ``u[i]``).  Non-finite
+    states end the rollout (the rest is NaN)."""
     u = np.asarray(u, dtype=np.float64).reshape(len(u), -1)
     n_t = len(u)
     out = np.full((n_t, len(q0)), np.nan)
@@ -37,37 +74,19 @@ def rollout(model, q_prev: np.ndarray, q0: np.ndarray, u: np.ndarray) -> np.ndar
     return out
 
 
-def grid_velocity(q: np.ndarray, q_prev: np.ndarray, qd0: np.ndarray, dt: float) -> np.ndarray:
-    """``qd`` on the time grid, causal and second order, as the FMU computes it:
-    ``qd_0 = qd0``, ``qd_k = (3 q_k - 4 q_{k-1} + q_{k-2}) / (2 dt)`` with ``q_{-1} = q_prev``.
-
-    Causal because an FMU cannot look ahead: the state after ``q_k`` needs the next input.
-    """
-    hist = np.concatenate([np.atleast_2d(q_prev), q])
-    qd = np.empty_like(q)
-    qd[0] = qd0
-    qd[1:] = (3.0 * hist[2:] - 4.0 * hist[1:-1] + hist[:-2]) / (2.0 * dt)
-    return qd
-
-
 def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
     """Roll the model out on a run's inputs from the run's initial state.
 
     The initial state ``(q0, qd0)`` is :meth:`ModelArtifact.initial_state_of` the run, exactly
-    as an FMU started with ``q_start``/``qd_start``; ``qd`` is :func:`grid_velocity`, as in the
-    FMU.  Returns ``q``, ``qd``, ``x`` (decoded) and ``envelope`` (distance outside the
-    training range).
+    as an FMU started with ``q_start``/``qd_start``.  Returns ``q``, ``qd``, ``x`` and
+    ``envelope`` (distance outside the training range).
     """
     model = artifact.model
     u = np.asarray(u, dtype=np.float64).reshape(len(x), -1)
     q0, qd0 = artifact.initial_state_of(x)
-    q_prev = initial_history(model, q0, qd0, u[0])
-    q = rollout(model, q_prev, q0, u)
-    qd = grid_velocity(q, q_prev, qd0, model.dt)
-    xs = model.decode(np.nan_to_num(q))
-    xs[~np.isfinite(q).all(axis=1)] = np.nan
+    res = trajectory(model, q0, qd0, u)
     # the input that drove the step into sample k (an FMU's outputs at t_k are computed before
     # the importer sets the next input): u_0 at the start, u_{k-1} after
     u_applied = np.concatenate([u[:1], u[:-1]]) if len(u) else u
-    env = artifact.envelope.distance(q, qd, u_applied)
-    return {"q": q, "qd": qd, "x": xs, "envelope": env}
+    res["envelope"] = artifact.envelope.distance(res["q"], res["qd"], u_applied)
+    return res

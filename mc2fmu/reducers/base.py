@@ -86,6 +86,13 @@ def register_reducer(entry: ReducerEntry) -> ReducerEntry:
 register_reducer(ReducerEntry(
     "autoencoder", "physics-informed autoencoder on natural coordinates (seed 000); known coordinates with --coords",
     "mc2fmu.reducers.autoencoder.config:TrainConfig", "mc2fmu.reducers.autoencoder.reducer:AUTOENCODER"))
+register_reducer(ReducerEntry(
+    "node", "MBD-NODE neural ODE baseline (seed 003) on the coordinates of an autoencoder (--from, or trained first)",
+    "mc2fmu.reducers.node.config:NodeReducerConfig", "mc2fmu.reducers.node.reducer:NODE"))
+register_reducer(ReducerEntry(
+    "local-pca", "local-PCA piecewise-linear ROM (seed 002); q and qd read through an autoencoder's coordinates "
+    "(--from, or trained first)",
+    "mc2fmu.reducers.local_pca.config:LocalPcaConfig", "mc2fmu.reducers.local_pca.reducer:LOCAL_PCA"))
 DEFAULT_REDUCER = "autoencoder"
 
 
@@ -143,6 +150,21 @@ def add_config_arguments(parser: argparse.ArgumentParser | Any, config_cls: type
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             kw["required"] = True
         parser.add_argument(md["flag"], **kw)
+
+
+def foreign_options(config_cls: type, args: argparse.Namespace, reducer: str) -> list[str]:
+    """Options the user gave that belong to other reducers than ``reducer`` (they would be
+    ignored silently)."""
+    mine = {f.metadata["flag"] for f in option_fields(config_cls)}
+    problems = []
+    for name, entry in REDUCERS.items():
+        for f in option_fields(entry.config_class()):
+            flag = f.metadata["flag"]
+            if flag not in mine and getattr(args, f.name, None) is not None:
+                problems.append(f"{flag} is an option of the {name} reducer, not of {reducer}; leave it out "
+                                f"(or add --reducer {name})")
+                mine.add(flag)
+    return problems
 
 
 def config_from_args(config_cls: type, args: argparse.Namespace):

@@ -50,7 +50,7 @@ from ...mechanics.rotations import matrix_to_quaternion
 from ...reduced.envelope import LEAVE_THRESHOLD, sample_points
 from ...reduced.manifold import ManifoldModel, spring_force
 from ...reduced.spring_laws import HIDDEN as LAW_HIDDEN
-from ..common import LOG_CATEGORIES, artifact_members, model_digest, model_identifier, render, template_path
+from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
 
 log = logging.getLogger(__name__)
@@ -157,10 +157,7 @@ def instantiation_token(model_dir: Path, fmi_version: int, interface: str) -> st
 
 def manifold_model(artifact) -> ManifoldModel:
     """The artifact's model, if this backend can generate C for it."""
-    model = artifact.model
-    if not isinstance(model, ManifoldModel):
-        raise ExportError(f"{artifact.path}: the native backend generates C for decoder-manifold models "
-                          f"(the autoencoder reducer); this model is of kind '{model.kind}'; use --backend python")
+    model = require_manifold(artifact)
     if model.step_map_name not in ("centred", "paper") or model.decoder.activation not in ACTIVATIONS:
         raise ExportError(f"{artifact.path}: the native backend supports activations {', '.join(ACTIVATIONS)} and "
                           f"step maps centred/paper; this model has {model.decoder.activation}, {model.step_map_name}")

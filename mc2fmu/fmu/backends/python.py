@@ -24,7 +24,7 @@ from ... import __version__
 from ...errors import ExportError
 from ...files import write_zip
 from ...mechanics import rotations
-from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, runtime_config
+from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, require_manifold, runtime_config
 from ..description import fmu_variables, model_description_fmi2
 
 #: the graphs the slave runs, as the artifact's resources name them
@@ -44,6 +44,7 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
                   interface: str = "cs") -> dict[str, Any]:
     """The ``python`` entry of :data:`mc2fmu.fmu.export.BACKENDS` (FMI 2 co-simulation only:
     the registry entry says so, and :func:`~mc2fmu.fmu.export.export_problems` checks it)."""
+    require_manifold(artifact)
     missing = [g for g in GRAPHS if g not in artifact.model.resources]
     if missing:
         raise ExportError(f"{model_dir}: the model has no ONNX graphs ({', '.join(missing)} missing; the "

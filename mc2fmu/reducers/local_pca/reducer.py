@@ -1,0 +1,43 @@
+"""The registered ``local-pca`` reducer: the piecewise-linear ROM fitted to the natural
+coordinates (:mod:`.fit`), its coordinates read through a chart, handed over as a
+:class:`~mc2fmu.reduced.charted.LocalPcaModel`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ...reduced.artifact import ModelArtifact, build_artifact
+from ...reduced.charted import LocalPcaModel
+from ..base import Checkpointer, config_to_dict
+from ..chart import chart_for
+from .config import LocalPcaConfig
+from .fit import fit_local_linear
+
+
+class LocalPcaReducer:
+    name = "local-pca"
+    description = "local-PCA piecewise-linear ROM (seed 002), coordinates of an autoencoder"
+    Config = LocalPcaConfig
+
+    def fit(self, dataset, config: LocalPcaConfig, *, progress: Callable[[dict], None] | None = None,
+            checkpoint: Checkpointer | None = None) -> ModelArtifact:
+        config.validate()
+        t0 = time.perf_counter()
+        chart, coords, chart_record = chart_for(dataset, config, progress, share=0.0 if config.from_model else 0.95)
+        t1 = time.perf_counter()
+        clusters = config.cluster_count(len(dataset.x))
+        modes = config.modes or chart.dof
+        rom = fit_local_linear(dataset.x, dataset.xd, dataset.M, dataset.forces, float(dataset.dt[0]),
+                               clusters=clusters, modes=modes, eps=config.eps, seed=config.seed)
+        now = time.perf_counter()
+        if progress is not None:
+            progress({"done": 1.0, "stage": f"local-pca: {clusters} clusters fitted", "iter": "", "loss": None,
+                      "val": None})
+        record = {"train_seconds": now - t0, "fit_seconds": now - t1, "clusters": clusters, "modes": modes}
+        return build_artifact(self.name, LocalPcaModel(chart, rom), dataset, coordinates=coords,
+                              training={"metrics": record, "config": config_to_dict(config), "seed": config.seed,
+                                        "coordinates": chart_record})
+
+
+LOCAL_PCA = LocalPcaReducer()
