@@ -11,8 +11,8 @@ with `--from` that model, so all three run on the same minimal coordinates and d
 only their dynamics differ (their "train s" is their own fit, the coordinates' training
 excluded).  Each model is rolled out on all four runs (`mc2fmu simulate`'s rollout) and the
 table gives position NRMSE (%) on train / low / shape, the `high` run's envelope flag and its
-first 10 % error time, the native FMU's cost per step in the plain-C host (the autoencoder:
-the other kinds have no FMU yet, so their numpy step cost is given instead) and the energy
+first 10 % error time, the native FMU's cost per step in the plain-C host (the autoencoder
+and node; local-pca has no FMU yet, so its numpy step cost is given instead) and the energy
 drift of a free run: zero input from the `train` run's initial state for the run's length,
 the natural-coordinate energy ``xd^T M xd / 2 - f_g^T x + springs`` (``xd`` by centred
 differences of the rolled-out ``x``), its largest change over the largest kinetic energy of
@@ -35,6 +35,7 @@ from benchmarks.train_accuracy import DOF, KNOWN, UNKNOWN_FORCES, ensure_runs, e
 from examples.reference import MECHANISMS  # noqa: E402
 from mc2fmu.data.dataset import load_training_data  # noqa: E402
 from mc2fmu.mechanics.natural import finite_difference_velocity  # noqa: E402
+from mc2fmu.fmu.export import BACKENDS  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
 from mc2fmu.reduced.simulate import trajectory  # noqa: E402
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
                 art = fit(mech, [train_run], cfg, model_dir, reducer=reducer)
                 train_s = time.perf_counter() - t0
             res = evaluate(model_dir, folder)
-            if reducer == "autoencoder" and not args.no_cost:
+            if reducer in BACKENDS["native"][3] and not args.no_cost:
                 cost = f"{native_cost(model_dir, folder, Path(args.out) / 'cost' / model_dir.name):.2f} (C)"
             else:
                 cost = f"{step_cost_numpy(art, ds):.0f} (numpy)"

@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="fmu", choices=("fmu", "casadi"),
                    help="fmu (default), or casadi: the reduced ODE as a CasADi function for MPC (needs casadi)")
     p.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
-                   help="; ".join(f"{k}: {v[0]}" for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
+                   help="; ".join(f"{k}: {v[0]} (models of: {', '.join(v[3])})" for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
     p.add_argument("--fmi", type=int, default=2, choices=(2, 3), help="FMI version (default 2; 3 is native only)")
     p.add_argument("--interface", default="cs", choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only)")
@@ -274,6 +274,8 @@ Backend python: pythonfmu + the model's ONNX graphs (checked against torch to 1e
 the model was trained).  The importing process needs Python with numpy and onnxruntime;
 pythonfmu 0.7 leaks about 1.2 kB of the host's memory per instantiation.
 Both embed the model directory (resources/model/), which `mc2fmu validate` reads.
+Models of the node reducer (--reducer node) export with the native backend (its network
+and RK4 step in C); local-pca models have no FMU yet (run them with `mc2fmu simulate`).
 
 examples:
   mc2fmu export out/four_bar -o out/four_bar.fmu
@@ -457,8 +459,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     cfg = _train_config(args)
     try:
-        with _progress_bar(args.quiet) as progress:
-            art = train(args.mechanism, args.runs, cfg, args.output, reducer=args.reducer, progress=progress,
+        with _progress_bar(args.quiet) as bar:
+            art = train(args.mechanism, args.runs, cfg, args.output, reducer=args.reducer, progress=bar and bar.update,
                         resume=args.resume, checkpoint_every=args.checkpoint_every, notify=_notify(args.quiet))
     except TrainingInterrupted as exc:
         print(f"interrupted: the training state is saved in {exc.checkpoint}", file=sys.stderr)
@@ -610,8 +612,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 1 if result["model_description_problems"] else 0
 
 
-def _stage(quiet: bool):
-    return (lambda s: None) if quiet else (lambda s: print(f"==> {s}", file=sys.stderr))
+def _stage(quiet: bool, bar: "_progress_bar | None" = None):
+    """Print a pipeline stage (``==> ...``); a progress bar of the stage before is closed first,
+    so it does not redraw under the next stage's output."""
+    def say(s: str) -> None:
+        if bar is not None:
+            bar.close()
+        print(f"==> {s}", file=sys.stderr)
+
+    return (lambda s: None) if quiet else say
 
 
 def _print_convert(summary: dict) -> None:
@@ -626,10 +635,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     from .pipeline import convert
 
     cfg = _train_config(args)
-    with _progress_bar(args.quiet) as progress:
+    with _progress_bar(args.quiet) as bar:
         summary = convert(args.mechanism, args.runs, cfg, args.output, args.validate, args.backend,
-                          fmi_version=args.fmi, interface=args.interface, reducer=args.reducer, train_progress=progress, stage=_stage(args.quiet),
-                          notify=_notify(args.quiet))
+                          fmi_version=args.fmi, interface=args.interface, reducer=args.reducer,
+                          train_progress=bar and bar.update, stage=_stage(args.quiet, bar), notify=_notify(args.quiet))
     _print_convert(summary)
     return 0
 
@@ -637,8 +646,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .pipeline import demo
 
-    with _progress_bar(args.quiet) as progress:
-        summary = demo(args.mechanism, args.output, train_progress=progress, stage=_stage(args.quiet))
+    with _progress_bar(args.quiet) as bar:
+        summary = demo(args.mechanism, args.output, train_progress=bar and bar.update, stage=_stage(args.quiet, bar))
     _print_convert(summary)
     return 0
 
@@ -655,8 +664,8 @@ class _progress_bar:
         self.quiet = quiet
         self.bar = None
 
-    def __enter__(self):
-        return None if self.quiet else self.update
+    def __enter__(self) -> "_progress_bar | None":
+        return None if self.quiet else self
 
     def update(self, e: dict) -> None:
         if self.bar is None:
@@ -673,9 +682,13 @@ class _progress_bar:
             parts.append(f"val {e['val']:.2e}")
         self.bar.set_postfix_str(" ".join(parts))
 
-    def __exit__(self, *exc):
+    def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
+
+    def __exit__(self, *exc):
+        self.close()
         return False
 
 

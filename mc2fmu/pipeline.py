@@ -92,18 +92,15 @@ def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | o
     """Train on ``runs``, export ``out_fmu``, validate it on ``runs`` + ``validate_runs`` (with
     fmpy's co-simulation: an FMU exported for model exchange alone is exported, not validated)."""
     from .data.dataset import is_dataset
-    from .fmu.export import DEFAULT_BACKEND, EXPORTED_REDUCERS, export_fmu, export_problems
+    from .fmu.export import DEFAULT_BACKEND, export_fmu, export_problems
     from .reducers.base import DEFAULT_REDUCER
     from .validation.validate import validate_fmu
 
     backend = backend or DEFAULT_BACKEND
 
     out_fmu = Path(out_fmu)
-    problems = export_problems(out_fmu, backend, fmi_version, interface)  # before anything is trained
-    if (reducer or DEFAULT_REDUCER) not in EXPORTED_REDUCERS:
-        problems.append(f"--reducer {reducer}: convert writes FMUs of the {', '.join(EXPORTED_REDUCERS)} reducer "
-                        f"only so far; train this one with `mc2fmu train --reducer {reducer}` and run it with "
-                        "`mc2fmu simulate`")
+    # before anything is trained
+    problems = export_problems(out_fmu, backend, fmi_version, interface, reducer or DEFAULT_REDUCER)
     if problems:
         raise ExportError(problems)
     cfg.validate()

@@ -177,9 +177,136 @@ def test_options_of_another_reducer_are_refused(spinning_pendulum, tmp_path, cap
 
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_export_says_which_reducers_it_takes(fitted, tmp_path, backend):
+    """local-pca has no FMU yet (both backends say so, before anything is written); node
+    models are exported by the native backend only (the python one says which to use)."""
+    from mc2fmu.fmu.export import export_fmu
+
+    out, _ = fitted("local-pca")
+    with pytest.raises(ExportError, match="'local-pca' reducer; no backend does so far"):
+        export_fmu(out, tmp_path / "l.fmu", backend)
+    assert not (tmp_path / "l.fmu").exists()
+    if backend == "python":
+        out, _ = fitted("node")
+        with pytest.raises(ExportError, match="'node' reducer; use --backend native"):
+            export_fmu(out, tmp_path / "n.fmu", backend)
+        assert not (tmp_path / "n.fmu").exists()
+
+
+def test_convert_refuses_a_reducer_without_fmu_before_training(spinning_pendulum, tmp_path, capsys):
+    mech, run, _ = spinning_pendulum
+    code = main(["convert", str(mech), str(run), "--reducer", "local-pca", "--dof", "1", "-o", str(tmp_path / "p.fmu")])
+    assert code != 0
+    assert "'local-pca' reducer" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------------------- the node FMU (native)
+
+
+@pytest.fixture(scope="module")
+def node_fmu(fitted, tmp_path_factory):
+    """``node_fmu(fmi, interface)`` -> the fitted node model's native FMU, exported once."""
     from mc2fmu.fmu.export import export_fmu
 
     out, _ = fitted("node")
-    with pytest.raises(ExportError, match="node"):
-        export_fmu(out, tmp_path / "n.fmu", backend)
-    assert not (tmp_path / "n.fmu").exists()
+    root = tmp_path_factory.mktemp("node-fmus")
+    cache = {}
+
+    def get(fmi: int, interface: str) -> Path:
+        if (fmi, interface) not in cache:
+            fmu = root / f"node-{fmi}-{interface}.fmu"
+            summary = export_fmu(out, fmu, "native", fmi, interface)
+            assert summary["compiler_warnings"] == []
+            # the C network and RK4 step against numpy, checked at export over the envelope
+            assert summary["native_max_difference"]["node rhs"] <= 1e-12
+            cache[(fmi, interface)] = fmu
+        return cache[(fmi, interface)]
+
+    return get
+
+
+@pytest.mark.parametrize("fmi,interface", [(2, "cs"), (3, "cs"), (2, "me"), (3, "me"), (2, "both"), (3, "both")])
+def test_node_fmus_validate_in_fmpy(node_fmu, fmi, interface):
+    from fmpy.validation import validate_fmu
+
+    assert validate_fmu(str(node_fmu(fmi, interface))) == []
+
+
+@pytest.mark.parametrize("fmi", [2, 3])
+def test_the_node_fmu_equals_simulate(fitted, node_fmu, spinning_pendulum, fmi):
+    """fmpy co-simulation of the FMU against `mc2fmu simulate` on the analytic run (full
+    revolutions): positions to 1e-9 m, the same envelope distance and flag."""
+    from tests.test_export import _assert_parity
+
+    out, _ = fitted("node")
+    mech, run, _ = spinning_pendulum
+    _assert_parity(out, node_fmu(fmi, "cs"), mech, run)
+
+
+def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_path):
+    """2.5 ms communication steps on the 1 ms grid: the grid points bit for bit the 1 ms run's,
+    the points between them (cubic Hermite of the RK4 states) within 1e-9 m of a cubic spline
+    through the 1 ms run; get/set and serialized states reproduce the run."""
+    from scipy.interpolate import CubicSpline
+
+    from tests.fmu_helpers import run_json, start_values
+
+    out, _ = fitted("node")
+    host = Path(__file__).with_name("fmu_host.py")
+    blocks = [[float(np.sin(0.5 * k))] for k in range(101)]
+    req = {"kind": "steps", "fmu": str(node_fmu(2, "cs")), "start": start_values(out), "steps": [0.001, 0.0025],
+           "t_end": 1.0, "block": 0.01, "inputs": ["tau"], "u_blocks": blocks}
+    res = run_json(host, req, tmp_path)
+    runs = {float(k): (np.array(v["t"]), np.array(v["y"])) for k, v in res["runs"].items()}
+    t1, y1 = runs[0.001]
+    th, yh = runs[0.0025]
+    assert len(t1) == 1000 and np.isfinite(y1).all()
+    on_grid = np.abs(th / 0.001 - np.round(th / 0.001)) < 1e-6
+    np.testing.assert_array_equal(yh[on_grid], y1[np.round(th[on_grid] / 0.001).astype(int) - 1])
+    # positions: the Hermite cubic is O(dt^4) accurate; qd, its derivative, O(dt^3) (and the
+    # spline of qd is not exact either where the input jumps, every 10 ms)
+    for names, tol in ((("q[1]", "arm.x", "arm.y", "arm.z"), 1e-9), (("qd[1]",), 1e-5)):
+        cols = [res["outputs"].index(o) for o in names]
+        spline = CubicSpline(t1, y1[:, cols])
+        scale = np.maximum(1.0, np.abs(y1[:, cols]).max(axis=0))
+        assert (np.abs(yh[~on_grid][:, cols] - spline(th[~on_grid])) / scale).max() <= tol, names
+    req = {"kind": "state", "fmu": str(node_fmu(2, "cs")), "start": start_values(out), "steps": [0.0025],
+           "t_split": 0.3, "t_end": 0.6, "block": 0.01, "inputs": ["tau"], "u_blocks": blocks[:61]}
+    res = run_json(host, req, tmp_path)
+    first = np.array(res["first"])
+    assert first.shape[0] == 120 and np.isfinite(first).all()
+    assert np.array_equal(first, np.array(res["second"]))
+    assert np.array_equal(first, np.array(res["deserialized"]))
+
+
+def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, node_fmu, tmp_path):
+    """Model exchange: der(qd) is the numpy network's acceleration, and the complex-step
+    directional derivatives of every state derivative and output along q, qd and u equal
+    five-point differences of the numpy model (its network, decoder and rotations) to 1e-8."""
+    from mc2fmu.mechanics.natural import poses_from_nc
+    from mc2fmu.mechanics.rotations import matrix_to_quaternion
+    from mc2fmu.reduced.envelope import sample_points
+    from tests.fmu_helpers import run_json, start_values
+    from tests.test_native import FMPY_SIM, _finite_difference_jacobian
+
+    out, art = fitted("node")
+    pts = sample_points(art.envelope, art.model.chart, 4, seed=11)
+    q, qd, u = (np.concatenate([p[k] for p in pts]) for k in ("q", "qd", "u"))
+    res = run_json(FMPY_SIM, {"kind": "jacobian", "fmu": str(node_fmu(3, "me")), "start": start_values(out),
+                              "states": np.hstack([q, qd]).tolist(), "u": u.tolist()}, tmp_path)
+    assert res["knowns"] == ["q[1]", "qd[1]", "tau"]
+
+    def f(z):
+        qq, vv, uu = z[None, :1], z[None, 1:2], z[None, 2:]
+        origin, rotation = poses_from_nc(art.layout, art.model.decode(qq))
+        pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
+        env = art.envelope.distance(qq, vv, uu)[0]
+        return np.concatenate([pose, qq[0], vv[0], [env], vv[0], art.model.acceleration(qq, vv, uu)[0]])
+
+    for k in range(len(q)):
+        z = np.concatenate([q[k], qd[k], u[k]])
+        np.testing.assert_allclose(res["values"][k], f(z), rtol=1e-10, atol=1e-10)
+        J, J_fd = np.array(res["J"][k]), _finite_difference_jacobian(f, z)
+        scale = np.maximum(1.0, np.abs(J_fd).max(axis=1, keepdims=True))
+        assert (np.abs(J - J_fd) / scale).max() <= 1e-8
+        assert np.abs(J[-1]).max() > 1e-3  # d qdd / d(q, qd, u) is not trivially zero

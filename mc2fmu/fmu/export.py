@@ -28,28 +28,32 @@ from .description import fmu_variables
 log = logging.getLogger(__name__)
 
 #: backend name -> (description, "module:function", the (FMI version, interface) pairs it writes,
-#: None: all); the function takes (artifact, model_dir, work_dir, out_path, fmi_version=,
-#: interface=) and returns a summary
+#: None: all; the reducers whose models it exports); the function takes (artifact, model_dir,
+#: work_dir, out_path, fmi_version=, interface=) and returns a summary
 BACKENDS = {
     "python": ("pythonfmu + onnxruntime, FMI 2 co-simulation", "mc2fmu.fmu.backends.python:export_python",
-               {(2, "cs")}),
+               {(2, "cs")}, ("autoencoder",)),
     "native": ("generated C compiled with $CC, FMI 2/3, co-simulation and/or model exchange",
-               "mc2fmu.fmu.backends.native:export_native", None),
+               "mc2fmu.fmu.backends.native:export_native", None, ("autoencoder", "node")),
 }
 #: the default of export, convert and demo: the native FMU is the one no host can be crashed by.
 #: The python backend runs in the host's interpreter through pythonfmu 0.7, whose wrapper leaks
 #: about 1.2 kB of the host's memory per instantiation (its findClass lists and reprs the slave
 #: class's MRO every time and frees none of it; README, "The python backend").
 DEFAULT_BACKEND = "native"
-#: the reducers whose models the backends export (the node and local-pca models run in
-#: `mc2fmu simulate` only, so far)
-EXPORTED_REDUCERS = ("autoencoder",)
 FMI_VERSIONS = (2, 3)
 INTERFACES = {"cs": "co-simulation", "me": "model exchange", "both": "co-simulation and model exchange"}
 
 
-def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, interface: str) -> list[str]:
-    """What is wrong with these export options (empty: nothing), checked before any work."""
+def exported_by(reducer: str) -> list[str]:
+    """The backends that export the models of ``reducer``."""
+    return [name for name, entry in BACKENDS.items() if reducer in entry[3]]
+
+
+def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, interface: str,
+                    reducer: str | None = None) -> list[str]:
+    """What is wrong with these export options (empty: nothing), checked before any work;
+    ``reducer``: the reducer whose model is exported, when known."""
     problems = []
     if fmi_version not in FMI_VERSIONS:
         problems.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
@@ -62,6 +66,11 @@ def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, inte
     elif not problems and BACKENDS[backend][2] is not None and (fmi_version, interface) not in BACKENDS[backend][2]:
         problems.append(f"--fmi {fmi_version} --interface {interface}: the {backend} backend writes FMI 2.0 "
                         "co-simulation only; use --backend native for FMI 3.0 or model exchange")
+    if backend in BACKENDS and reducer is not None and reducer not in BACKENDS[backend][3]:
+        others = exported_by(reducer)
+        problems.append(f"the {backend} backend does not export models of the '{reducer}' reducer; "
+                        + (f"use --backend {' or '.join(others)}" if others else
+                           "no backend does so far: run it with `mc2fmu simulate`"))
     return problems
 
 
@@ -77,6 +86,9 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     out = Path(out)
     model_dir = Path(model_dir)
     artifact = load_artifact(model_dir)
+    problems = export_problems(out, backend, fmi_version, interface, artifact.reducer)
+    if problems:
+        raise ExportError([f"{model_dir}: {p}" for p in problems])
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:

@@ -22,7 +22,10 @@ At export the same sources are also compiled into a self-check library whose dec
 (numpy; it is checked against torch in the tests) and :mod:`mc2fmu.mechanics.rotations` at
 points spread over the training envelope; a difference above :data:`TOLERANCE` is an
 :class:`~mc2fmu.errors.ExportError`.  The backend takes decoder-manifold models
-(:class:`~mc2fmu.reduced.manifold.ManifoldModel`); other kinds are refused with a message.
+(:class:`~mc2fmu.reduced.manifold.ManifoldModel`, the autoencoder reducer's) and neural-ODE
+models (:class:`~mc2fmu.reduced.charted.NodeModel`, the node reducer's: ``MC2FMU_NODE`` 1,
+the network and one RK4 step per sample in C, the chart's decoder for the poses, the
+acceleration and step checked like the manifold's); other kinds are refused with a message.
 
 The FMU also carries the model artifact under ``resources/model/`` (not read by the C code;
 what `mc2fmu validate` and `mc2fmu simulate` read).
@@ -47,6 +50,7 @@ from ...errors import ExportError
 from ...files import write_zip
 from ...mechanics.natural import poses_from_nc
 from ...mechanics.rotations import matrix_to_quaternion
+from ...reduced.charted import NodeModel
 from ...reduced.envelope import LEAVE_THRESHOLD, sample_points
 from ...reduced.manifold import ManifoldModel, spring_force
 from ...reduced.spring_laws import HIDDEN as LAW_HIDDEN
@@ -155,9 +159,22 @@ def instantiation_token(model_dir: Path, fmi_version: int, interface: str) -> st
     return "{" + str(uuid.UUID(hex=h[:32], version=4)) + "}"
 
 
+def node_model(artifact) -> NodeModel | None:
+    """The artifact's neural-ODE model (None for another kind), if this backend can generate C for it."""
+    model = artifact.model
+    if not isinstance(model, NodeModel):
+        return None
+    if model.dynamics.net.activation not in ACTIVATIONS:
+        raise ExportError(f"{artifact.path}: the native backend supports node activations {', '.join(ACTIVATIONS)}; "
+                          f"this model has {model.dynamics.net.activation}")
+    return model
+
+
 def manifold_model(artifact) -> ManifoldModel:
-    """The artifact's model, if this backend can generate C for it."""
-    model = require_manifold(artifact)
+    """The decoder-manifold model whose decoder (and, unless the model is a node model, whose
+    dynamics) the C code carries: the artifact's model, or a node model's chart."""
+    node = node_model(artifact)
+    model = node.chart if node is not None else require_manifold(artifact)
     if model.step_map_name not in ("centred", "paper") or model.decoder.activation not in ACTIVATIONS:
         raise ExportError(f"{artifact.path}: the native backend supports activations {', '.join(ACTIVATIONS)} and "
                           f"step maps centred/paper; this model has {model.decoder.activation}, {model.step_map_name}")
@@ -210,6 +227,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
                               f"widths 1/3-{'-'.join(map(str, LAW_HIDDEN))}-1 with tanh; use --backend python")
     n_t = 0 if lib is None else len(lib)
     env = artifact.envelope
+    node = node_model(artifact)
     defines = {
         "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
         "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),
@@ -224,7 +242,12 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_DT": _c_double(artifact.dt),
         "MC2FMU_LEAVE_THRESHOLD": _c_double(LEAVE_THRESHOLD),
         "MC2FMU_HAS_CS": int(interface in ("cs", "both")), "MC2FMU_HAS_ME": int(interface in ("me", "both")),
+        "MC2FMU_NODE": f"{int(node is not None)} /* 1: the node reducer's neural ODE, the decoder for the poses */",
     }
+    if node is not None:
+        net, sc = node.dynamics.net, node.dynamics.scales
+        defines.update({"MC2FMU_NODE_NL": len(net.weights), "MC2FMU_NODE_WMAX": max(net.widths),
+                        "MC2FMU_NODE_ACTIVATION": f"{ACTIVATIONS[net.activation]} /* {net.activation} */"})
     arrays = [
         _array("int", "mc2fmu_angle", [int(a) for a in artifact.angles], comment="1: an angle coordinate (cos, sin in)"),
         _array("double", "mc2fmu_q_mean", model.q_mean),
@@ -281,6 +304,18 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
             _array("double", "mc2fmu_law_h", [v for law in laws for v in _packed(law.h)],
                    comment="per law: h's W0, b0, W1, b1, W2, b2"),
         ]
+    if node is not None:
+        arrays += [
+            _array("int", "mc2fmu_node_width", net.widths, per_line=16, comment="node network: layer widths"),
+            _array("double", "mc2fmu_node_W", [v for W in net.weights for v in np.asarray(W).T.ravel()],
+                   comment="node network: W^T per layer, row-major (in x out)"),
+            _array("double", "mc2fmu_node_b", [v for b in net.biases for v in np.asarray(b).ravel()],
+                   comment="node network: b per layer"),
+        ]
+        for name in ("q_mean", "q_scale", "qd_mean", "qd_scale", "u_mean", "u_scale", "a_mean", "a_scale"):
+            arrays.append(_array("double", f"mc2fmu_node_{name}", np.asarray(getattr(sc, name)).ravel(),
+                                 comment="node normalisation: features (v - mean) / scale, qdd = out * a_scale + a_mean"
+                                 if name == "q_mean" else ""))
     if n_t:
         arrays += [
             _array("int", "mc2fmu_lib_kind", lib.kinds.ravel(), per_line=3, comment="identified terms (NT): "
@@ -348,7 +383,12 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
     m, n_x, n_u = artifact.dof, artifact.layout.size, artifact.n_u
     n_b = len(artifact.layout.bodies)
     model = manifold_model(artifact)
+    node = node_model(artifact)
     worst = {"decoder": 0.0, "rhs": 0.0, "step": 0.0, "poses": 0.0}
+    if node is not None:
+        worst |= {"node rhs": 0.0, "node step": 0.0}
+        fn_node = lib.mc2fmu_selftest_node
+        fn_node.restype = None
     springs = len(model.springs) > 0
     if springs:  # J^T f_spring(x, J qd) alone: a small spring force is checked on its own scale
         worst["springs"] = 0.0
@@ -380,6 +420,13 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
                                rel(xv, model.decode(q[None])[0]))
         worst["rhs"] = max(worst["rhs"], rel(qdd, model.acceleration(q[None], qd[None], uu)[0]))
         worst["step"] = max(worst["step"], rel(qn, model.step(qp[None], q[None], uu)[0]))
+        if node is not None:
+            a, qn, qdn = np.zeros(m), np.zeros(m), np.zeros(m)
+            fn_node(ptr(q), ptr(qd), ptr(u), ptr(a), ptr(qn), ptr(qdn))
+            with np.errstate(invalid="ignore", over="ignore"):
+                ref_q, ref_qd = node.dynamics.step(q[None], qd[None], uu)
+                worst["node rhs"] = max(worst["node rhs"], rel(a, node.acceleration(q[None], qd[None], uu)[0]))
+            worst["node step"] = max(worst["node step"], rel(qn, ref_q[0]), rel(qdn, ref_qd[0]))
         origin, rotation = poses_from_nc(artifact.layout, xv[None])
         ref_pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
         worst["poses"] = max(worst["poses"], rel(pose, ref_pose))

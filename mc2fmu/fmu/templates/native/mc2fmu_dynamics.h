@@ -460,6 +460,86 @@ MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_pre
     for (i = 0; i < MC2FMU_NQ; i++) q_next[i] = base[i] + dt * dt * a[i];
 }
 
+#if MC2FMU_NODE
+/* ------------------------------------------------------------------ the MBD-NODE dynamics
+
+   The node reducer's models (mc2fmu/reduced/node.py): qdd = f_theta(q, qd, u), an MLP of
+   the features cos q, sin q (angle coordinates) or (q - mean) / scale, then (qd - mean) / scale
+   and (u - mean) / scale; hidden layers with MC2FMU_NODE_ACTIVATION, a linear output layer,
+   de-normalised by a_scale, a_mean.  The decoder above serves only the poses (the chart). */
+MC2FMU_STATIC mc2fmu_real MC2FMU_(node_activate)(mc2fmu_real a) {
+#if MC2FMU_NODE_ACTIVATION == 0 /* tanh */
+    return MC2FMU_TANH(a);
+#elif MC2FMU_NODE_ACTIVATION == 1 /* sigmoid */
+    return 1.0 / (1.0 + MC2FMU_EXP(-a));
+#else /* softplus (torch: beta 1, threshold 20) */
+    return MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a));
+#endif
+}
+
+MC2FMU_STATIC void MC2FMU_(node_acceleration)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *u,
+                                              mc2fmu_real *a) {
+    mc2fmu_real z[MC2FMU_NODE_WMAX], y[MC2FMU_NODE_WMAX];
+    const double *W = mc2fmu_node_W, *b = mc2fmu_node_b;
+    int i, j, l, n = 0;
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        if (mc2fmu_angle[i]) {
+            z[n++] = MC2FMU_COS(q[i]);
+            z[n++] = MC2FMU_SIN(q[i]);
+        } else {
+            z[n++] = (q[i] - mc2fmu_node_q_mean[i]) / mc2fmu_node_q_scale[i];
+        }
+    }
+    for (i = 0; i < MC2FMU_NQ; i++) z[n++] = (qd[i] - mc2fmu_node_qd_mean[i]) / mc2fmu_node_qd_scale[i];
+    for (i = 0; i < MC2FMU_NU; i++) z[n++] = (u[i] - mc2fmu_node_u_mean[i]) / mc2fmu_node_u_scale[i];
+    for (l = 0; l < MC2FMU_NODE_NL; l++) {
+        /* y = W z + b with W^T stored row-major (in x out): the inner loop is an axpy over the
+           outputs, independent operations the compiler vectorises (a dot product per output
+           would be one dependent chain of additions) */
+        const int ni = mc2fmu_node_width[l], no = mc2fmu_node_width[l + 1];
+        for (j = 0; j < no; j++) y[j] = b[j];
+        for (i = 0; i < ni; i++) {
+            const mc2fmu_real zi = z[i];
+            const double *MC2FMU_RESTRICT w = W + i * no;
+            for (j = 0; j < no; j++) y[j] += w[j] * zi;
+        }
+        for (j = 0; j < no; j++) z[j] = l < MC2FMU_NODE_NL - 1 ? MC2FMU_(node_activate)(y[j]) : y[j];
+        W += ni * no;
+        b += no;
+    }
+    for (i = 0; i < MC2FMU_NQ; i++) a[i] = z[i] * mc2fmu_node_a_scale[i] + mc2fmu_node_a_mean[i];
+}
+
+/* one classical Runge-Kutta step of (q, qd)' = (qd, f(q, qd, u)), u held (node.rk4_step) */
+MC2FMU_STATIC void MC2FMU_(node_step)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *u, double dt,
+                                      mc2fmu_real *q_next, mc2fmu_real *qd_next) {
+    const double h = 0.5 * dt;
+    mc2fmu_real a1[MC2FMU_NQ], a2[MC2FMU_NQ], a3[MC2FMU_NQ], a4[MC2FMU_NQ];
+    mc2fmu_real v2[MC2FMU_NQ], v3[MC2FMU_NQ], v4[MC2FMU_NQ], p[MC2FMU_NQ];
+    int i;
+    MC2FMU_(node_acceleration)(q, qd, u, a1);
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        v2[i] = qd[i] + h * a1[i];
+        p[i] = q[i] + h * qd[i];
+    }
+    MC2FMU_(node_acceleration)(p, v2, u, a2);
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        v3[i] = qd[i] + h * a2[i];
+        p[i] = q[i] + h * v2[i];
+    }
+    MC2FMU_(node_acceleration)(p, v3, u, a3);
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        v4[i] = qd[i] + dt * a3[i];
+        p[i] = q[i] + dt * v3[i];
+    }
+    MC2FMU_(node_acceleration)(p, v4, u, a4);
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        q_next[i] = q[i] + (dt / 6.0) * (qd[i] + 2.0 * v2[i] + 2.0 * v3[i] + v4[i]);
+        qd_next[i] = qd[i] + (dt / 6.0) * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i]);
+    }
+}
+#endif
+
 /* ------------------------------------------------------------------ poses and envelope */
 
 /* the orthogonal polar factor of D (row-major 3x3, det > 0): Newton's iteration

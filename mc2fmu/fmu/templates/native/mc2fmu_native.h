@@ -50,6 +50,10 @@ typedef struct {
 
 #include "mc2fmu_model.h"
 
+#ifndef MC2FMU_NODE
+#define MC2FMU_NODE 0 /* 1: the dynamics are the node reducer's neural ODE, the decoder gives the poses */
+#endif
+
 #if defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER)
 #define MC2FMU_RESTRICT __restrict
 #else
@@ -81,7 +85,11 @@ enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, M
 /* the numerics in double precision: mc2fmu_decode, mc2fmu_eval_terms, mc2fmu_acceleration, ... */
 #define mc2fmu_real double
 #define MC2FMU_(name) mc2fmu_##name
+#if MC2FMU_NODE /* the decoder-manifold dynamics are compiled but not run */
+#define MC2FMU_STATIC static MC2FMU_UNUSED
+#else
 #define MC2FMU_STATIC static
+#endif
 #define MC2FMU_RE(z) (z)
 #define MC2FMU_ABS(z) fabs(z)
 #define MC2FMU_CHANGE(d) fabs(d)
@@ -171,6 +179,7 @@ typedef struct {
     double t0, time;
     int64_t k;                          /* grid index of the newest state (co-simulation) */
     double hist[3][MC2FMU_NQ];          /* q_{k-2}, q_{k-1}, q_k */
+    double hqd[2][MC2FMU_NQ];           /* node models: qd_{k-1}, qd_k (the RK4 state is q_k, qd_k) */
     double u[MC2FMU_NU1];
     double q_start[MC2FMU_NQ], qd_start[MC2FMU_NQ];
     double q_out[MC2FMU_NQ], qd_out[MC2FMU_NQ]; /* co-simulation outputs at the communication time */
@@ -234,6 +243,8 @@ static void mc2fmu_reset(mc2fmu_core *c) {
     memset(&c->s, 0, sizeof c->s);
     for (i = 0; i < 3; i++)
         for (v = 0; v < MC2FMU_NQ; v++) c->s.hist[i][v] = NAN;
+    for (i = 0; i < 2; i++)
+        for (v = 0; v < MC2FMU_NQ; v++) c->s.hqd[i][v] = NAN;
     for (v = 0; v < MC2FMU_NV; v++) {
         const mc2fmu_variable *var = &mc2fmu_variables[v];
         if (var->role == MC2FMU_ROLE_INPUT) c->s.u[var->index] = var->start;
@@ -270,13 +281,27 @@ static void mc2fmu_check_envelope(mc2fmu_core *c, double t) {
 }
 
 /* co-simulation: q and qd at time t in (t_{k-1}, t_k], the quadratic through the last three
-   grid states; then the envelope (poses are decoded lazily, when an output asks for them) */
+   grid states (node models: the cubic Hermite polynomial of q_{k-1}, qd_{k-1}, q_k, qd_k); then
+   the envelope (poses are decoded lazily, when an output asks for them) */
 static void mc2fmu_outputs(mc2fmu_core *c, double t) {
     const double dt = MC2FMU_DT;
     double s = (t - (c->s.t0 + (double)c->s.k * dt)) / dt;
     int i;
     if (fabs(s) < MC2FMU_GRID_TOL) s = 0.0;
     for (i = 0; i < MC2FMU_NQ; i++) {
+#if MC2FMU_NODE
+        if (c->s.k == 0 || s == 0.0) {
+            c->s.q_out[i] = c->s.hist[2][i];
+            c->s.qd_out[i] = c->s.hqd[1][i];
+        } else {
+            const double r = s + 1.0, q0 = c->s.hist[1][i], q1 = c->s.hist[2][i];
+            const double v0 = dt * c->s.hqd[0][i], v1 = dt * c->s.hqd[1][i];
+            c->s.q_out[i] = q0 * (2.0 * r * r * r - 3.0 * r * r + 1.0) + v0 * (r * r * r - 2.0 * r * r + r) +
+                            q1 * (3.0 * r * r - 2.0 * r * r * r) + v1 * (r * r * r - r * r);
+            c->s.qd_out[i] = (q0 * (6.0 * r * r - 6.0 * r) + v0 * (3.0 * r * r - 4.0 * r + 1.0) +
+                              q1 * (6.0 * r - 6.0 * r * r) + v1 * (3.0 * r * r - 2.0 * r)) / dt;
+        }
+#else
         if (c->s.k == 0) {
             c->s.q_out[i] = c->s.hist[2][i];
             c->s.qd_out[i] = c->s.qd_start[i];
@@ -285,6 +310,7 @@ static void mc2fmu_outputs(mc2fmu_core *c, double t) {
             c->s.q_out[i] = q0 * (s + 1.0) * (s + 2.0) / 2.0 - q1 * s * (s + 2.0) + q2 * s * (s + 1.0) / 2.0;
             c->s.qd_out[i] = (q0 * (2.0 * s + 3.0) / 2.0 - q1 * (2.0 * s + 2.0) + q2 * (2.0 * s + 1.0) / 2.0) / dt;
         }
+#endif
     }
     c->pose_valid = 0;
     c->s.envelope = mc2fmu_envelope_distance(c->s.q_out, c->s.qd_out, c->s.u);
@@ -292,8 +318,12 @@ static void mc2fmu_outputs(mc2fmu_core *c, double t) {
 }
 
 static void mc2fmu_rhs(mc2fmu_core *c, const double *q, const double *qd, double *qdd) {
+#if MC2FMU_NODE
+    mc2fmu_node_acceleration(q, qd, c->s.u, qdd);
+#else
     mc2fmu_eval_terms(q, c->s.u, &c->T);
     mc2fmu_acceleration(&c->T, qd, qdd);
+#endif
 }
 
 /* the start time, set by FMI 2 setupExperiment or FMI 3 enterInitializationMode: only on a
@@ -324,6 +354,14 @@ static int mc2fmu_enter_initialization(mc2fmu_core *c, double start_time) {
    the first step uses the input set before it is taken, whether the host set it before or
    after initialisation (as `mc2fmu simulate`: u_0 for both) */
 static void mc2fmu_prime(mc2fmu_core *c) {
+#if MC2FMU_NODE /* a one-step method: the state is (q_start, qd_start) itself */
+    int i;
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        c->s.hist[0][i] = NAN;
+        c->s.hist[1][i] = c->s.hist[2][i] = c->s.q_start[i];
+        c->s.hqd[0][i] = c->s.hqd[1][i] = c->s.qd_start[i];
+    }
+#else
     const double dt = MC2FMU_DT;
     double a[MC2FMU_NQ];
     int i;
@@ -334,6 +372,7 @@ static void mc2fmu_prime(mc2fmu_core *c) {
         c->s.hist[1][i] = q0 - dt * qd0 + 0.5 * dt * dt * a[i];
         c->s.hist[2][i] = q0;
     }
+#endif
 }
 
 static int mc2fmu_exit_initialization(mc2fmu_core *c) {
@@ -395,8 +434,21 @@ static int mc2fmu_do_step(mc2fmu_core *c, double current_time, double step_size)
         double q_next[MC2FMU_NQ];
         int finite = 1;
         if (c->s.k == 0) mc2fmu_prime(c);
+#if MC2FMU_NODE
+        {
+            double qd_next[MC2FMU_NQ];
+            mc2fmu_node_step(c->s.hist[2], c->s.hqd[1], c->s.u, MC2FMU_DT, q_next, qd_next);
+            for (i = 0; i < MC2FMU_NQ; i++) finite = finite && isfinite(q_next[i]) && isfinite(qd_next[i]);
+            if (finite) /* a failed step leaves the history as it was */
+                for (i = 0; i < MC2FMU_NQ; i++) {
+                    c->s.hqd[0][i] = c->s.hqd[1][i];
+                    c->s.hqd[1][i] = qd_next[i];
+                }
+        }
+#else
         mc2fmu_eval_terms(c->s.hist[2], c->s.u, &c->T);
         mc2fmu_step_map(&c->T, c->s.hist[1], c->s.hist[2], MC2FMU_DT, q_next);
+#endif
         for (i = 0; i < MC2FMU_NQ; i++) finite = finite && isfinite(q_next[i]);
         if (!finite) {
             snprintf(msg, sizeof msg,
@@ -492,7 +544,8 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     case MC2FMU_ROLE_POSE:
         if (!c->pose_valid) {
             const double *q = mc2fmu_cur_q(c);
-            if (c->interface == MC2FMU_CS && mc2fmu_running(c) && memcmp(q, c->s.hist[2], sizeof c->s.hist[2]) == 0) {
+            if (!MC2FMU_NODE && c->interface == MC2FMU_CS && mc2fmu_running(c) &&
+                memcmp(q, c->s.hist[2], sizeof c->s.hist[2]) == 0) {
                 /* at a grid point: the next step evaluates its terms here anyway */
                 mc2fmu_eval_geometry(q, &c->T);
                 mc2fmu_poses(mc2fmu_terms_x(&c->T), c->pose);
@@ -602,9 +655,13 @@ static int mc2fmu_directional(mc2fmu_core *c, const unsigned *unknowns, size_t n
         }
         for (i = 0; i < MC2FMU_NU1; i++) uc[i] = (i < MC2FMU_NU ? c->s.u[i] : 0.0) + h * du[i] * _Complex_I;
         if (need_acc) {
+#if MC2FMU_NODE
+            mc2fmu_cs_node_acceleration(qc, qdc, uc, ac);
+#else
             c->Tc.valid = 0;
             mc2fmu_cs_eval_terms(qc, uc, &c->Tc);
             mc2fmu_cs_acceleration(&c->Tc, qdc, ac);
+#endif
             for (i = 0; i < MC2FMU_NQ; i++) acc[i] = cimag(ac[i]) / h;
         }
         if (need_pose) {
@@ -713,6 +770,8 @@ static const char *mc2fmu_state_problem(const mc2fmu_core *c, const mc2fmu_state
         if (!mc2fmu_all_finite(s->hist[1], MC2FMU_NQ) || !mc2fmu_all_finite(s->hist[2], MC2FMU_NQ) ||
             (s->k > 0 && !mc2fmu_all_finite(s->hist[0], MC2FMU_NQ)))
             return "a non-finite history";
+        if (MC2FMU_NODE && (!mc2fmu_all_finite(s->hqd[1], MC2FMU_NQ) || (s->k > 0 && !mc2fmu_all_finite(s->hqd[0], MC2FMU_NQ))))
+            return "a non-finite velocity history";
         if (!mc2fmu_all_finite(s->q_out, MC2FMU_NQ) || !mc2fmu_all_finite(s->qd_out, MC2FMU_NQ))
             return "non-finite outputs";
     }
@@ -800,6 +859,18 @@ int mc2fmu_selftest(const double *q, const double *qd, const double *u, const do
         if (x_value[i] != x_value[i]) return 1;
     return 0;
 }
+
+#if MC2FMU_NODE
+/* the node dynamics at one point: qdd = f(q, qd, u) and one RK4 step */
+#if defined(__GNUC__)
+__attribute__((visibility("default")))
+#endif
+void mc2fmu_selftest_node(const double *q, const double *qd, const double *u, double *qdd, double *q_next,
+                          double *qd_next) {
+    mc2fmu_node_acceleration(q, qd, u, qdd);
+    mc2fmu_node_step(q, qd, u, MC2FMU_DT, q_next, qd_next);
+}
+#endif
 
 /* poses of arbitrary (not necessarily rigid) natural coordinates */
 #if defined(__GNUC__)
