@@ -177,19 +177,31 @@ def test_options_of_another_reducer_are_refused(spinning_pendulum, tmp_path, cap
 
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_export_says_which_reducers_it_takes(fitted, tmp_path, backend):
-    """local-pca has no FMU yet (both backends say so, before anything is written); node
-    models are exported by the native backend only (the python one says which to use)."""
+    """local-pca has no FMU yet: both backends say so, before anything is written."""
     from mc2fmu.fmu.export import export_fmu
 
     out, _ = fitted("local-pca")
     with pytest.raises(ExportError, match="'local-pca' reducer; no backend does so far"):
         export_fmu(out, tmp_path / "l.fmu", backend)
     assert not (tmp_path / "l.fmu").exists()
-    if backend == "python":
-        out, _ = fitted("node")
-        with pytest.raises(ExportError, match="'node' reducer; use --backend native"):
-            export_fmu(out, tmp_path / "n.fmu", backend)
-        assert not (tmp_path / "n.fmu").exists()
+
+
+def test_a_node_model_without_graphs_is_refused_by_the_python_backend(fitted, tmp_path):
+    """(e.g. one trained before the node reducer made them): the message names the way out."""
+    import shutil
+
+    from mc2fmu.fmu.export import export_fmu
+
+    out, _ = fitted("node")
+    bare = tmp_path / "bare"
+    shutil.copytree(out, bare)
+    shutil.rmtree(bare / "resources")
+    meta = json.loads((bare / "model.json").read_text())
+    meta["resources"] = []
+    (bare / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ExportError, match="no ONNX graphs .* use --backend native"):
+        export_fmu(bare, tmp_path / "n.fmu", "python")
+    assert not (tmp_path / "n.fmu").exists()
 
 
 def test_convert_refuses_a_reducer_without_fmu_before_training(spinning_pendulum, tmp_path, capsys):
@@ -205,45 +217,51 @@ def test_convert_refuses_a_reducer_without_fmu_before_training(spinning_pendulum
 
 @pytest.fixture(scope="module")
 def node_fmu(fitted, tmp_path_factory):
-    """``node_fmu(fmi, interface)`` -> the fitted node model's native FMU, exported once."""
+    """``node_fmu(fmi, interface, backend)`` -> the fitted node model's FMU, exported once."""
     from mc2fmu.fmu.export import export_fmu
 
-    out, _ = fitted("node")
+    out, art = fitted("node")
+    # the python backend's graph against torch, checked when the model was trained
+    assert art.training["onnx_max_difference"]["node_step"] <= 1e-12
     root = tmp_path_factory.mktemp("node-fmus")
     cache = {}
 
-    def get(fmi: int, interface: str) -> Path:
-        if (fmi, interface) not in cache:
-            fmu = root / f"node-{fmi}-{interface}.fmu"
-            summary = export_fmu(out, fmu, "native", fmi, interface)
-            assert summary["compiler_warnings"] == []
-            # the C network and RK4 step against numpy, checked at export over the envelope
-            assert summary["native_max_difference"]["node rhs"] <= 1e-12
-            cache[(fmi, interface)] = fmu
-        return cache[(fmi, interface)]
+    def get(fmi: int, interface: str, backend: str = "native") -> Path:
+        if (fmi, interface, backend) not in cache:
+            fmu = root / f"node-{fmi}-{interface}-{backend}.fmu"
+            summary = export_fmu(out, fmu, backend, fmi, interface)
+            if backend == "native":
+                assert summary["compiler_warnings"] == []
+                # the C network and RK4 step against numpy, checked at export over the envelope
+                assert summary["native_max_difference"]["node rhs"] <= 1e-12
+            cache[(fmi, interface, backend)] = fmu
+        return cache[(fmi, interface, backend)]
 
     return get
 
 
-@pytest.mark.parametrize("fmi,interface", [(2, "cs"), (3, "cs"), (2, "me"), (3, "me"), (2, "both"), (3, "both")])
-def test_node_fmus_validate_in_fmpy(node_fmu, fmi, interface):
+@pytest.mark.parametrize("fmi,interface,backend", [(2, "cs", "native"), (3, "cs", "native"), (2, "me", "native"),
+                                                   (3, "me", "native"), (2, "both", "native"), (3, "both", "native"),
+                                                   (2, "cs", "python")])
+def test_node_fmus_validate_in_fmpy(node_fmu, fmi, interface, backend):
     from fmpy.validation import validate_fmu
 
-    assert validate_fmu(str(node_fmu(fmi, interface))) == []
+    assert validate_fmu(str(node_fmu(fmi, interface, backend))) == []
 
 
-@pytest.mark.parametrize("fmi", [2, 3])
-def test_the_node_fmu_equals_simulate(fitted, node_fmu, spinning_pendulum, fmi):
+@pytest.mark.parametrize("fmi,backend", [(2, "native"), (3, "native"), (2, "python")])
+def test_the_node_fmu_equals_simulate(fitted, node_fmu, spinning_pendulum, fmi, backend):
     """fmpy co-simulation of the FMU against `mc2fmu simulate` on the analytic run (full
     revolutions): positions to 1e-9 m, the same envelope distance and flag."""
     from tests.test_export import _assert_parity
 
     out, _ = fitted("node")
     mech, run, _ = spinning_pendulum
-    _assert_parity(out, node_fmu(fmi, "cs"), mech, run)
+    _assert_parity(out, node_fmu(fmi, "cs", backend), mech, run)
 
 
-def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_path):
+@pytest.mark.parametrize("backend", ["native", "python"])
+def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_path, backend):
     """2.5 ms communication steps on the 1 ms grid: the grid points bit for bit the 1 ms run's,
     the points between them (cubic Hermite of the RK4 states) within 1e-9 m of a cubic spline
     through the 1 ms run; get/set and serialized states reproduce the run."""
@@ -254,7 +272,7 @@ def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_p
     out, _ = fitted("node")
     host = Path(__file__).with_name("fmu_host.py")
     blocks = [[float(np.sin(0.5 * k))] for k in range(101)]
-    req = {"kind": "steps", "fmu": str(node_fmu(2, "cs")), "start": start_values(out), "steps": [0.001, 0.0025],
+    req = {"kind": "steps", "fmu": str(node_fmu(2, "cs", backend)), "start": start_values(out), "steps": [0.001, 0.0025],
            "t_end": 1.0, "block": 0.01, "inputs": ["tau"], "u_blocks": blocks}
     res = run_json(host, req, tmp_path)
     runs = {float(k): (np.array(v["t"]), np.array(v["y"])) for k, v in res["runs"].items()}
@@ -270,7 +288,7 @@ def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_p
         spline = CubicSpline(t1, y1[:, cols])
         scale = np.maximum(1.0, np.abs(y1[:, cols]).max(axis=0))
         assert (np.abs(yh[~on_grid][:, cols] - spline(th[~on_grid])) / scale).max() <= tol, names
-    req = {"kind": "state", "fmu": str(node_fmu(2, "cs")), "start": start_values(out), "steps": [0.0025],
+    req = {"kind": "state", "fmu": str(node_fmu(2, "cs", backend)), "start": start_values(out), "steps": [0.0025],
            "t_split": 0.3, "t_end": 0.6, "block": 0.01, "inputs": ["tau"], "u_blocks": blocks[:61]}
     res = run_json(host, req, tmp_path)
     first = np.array(res["first"])

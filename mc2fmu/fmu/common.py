@@ -28,14 +28,14 @@ LOG_CATEGORIES = {
 
 
 def require_manifold(artifact):
-    """The artifact's decoder-manifold model: the one kind both backends export so far."""
+    """The artifact's decoder-manifold model (a kind both backends export; node models are
+    taken by each backend itself, other kinds refused here with a message)."""
     from ..reduced.manifold import ManifoldModel
 
     model = artifact.model
     if not isinstance(model, ManifoldModel):
         raise ExportError(f"{artifact.path}: a '{artifact.reducer}' model (kind '{model.kind}'); FMUs are exported "
-                          "for decoder-manifold models (the autoencoder reducer) only so far; run this one with "
-                          "`mc2fmu simulate`")
+                          "for the autoencoder and node reducers' models so far; run this one with `mc2fmu simulate`")
     return model
 
 
@@ -73,6 +73,7 @@ def runtime_config(artifact) -> dict[str, Any]:
     env = artifact.envelope
     return {
         "model_identifier": model_identifier(artifact.mechanism.name),
+        "kind": artifact.model.kind,
         "mechanism": artifact.mechanism.name,
         "dt": artifact.dt,
         "stop_time": artifact.stop_time,

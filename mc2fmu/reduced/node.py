@@ -24,7 +24,9 @@ Array = Any  # numpy.ndarray or torch.Tensor
 @dataclass(frozen=True)
 class NodeScales:
     """Affine normalisations: features ``(v - mean) / scale`` of ``q`` (non-angle columns),
-    ``qd`` and ``u``; the network's output times ``a_scale`` plus ``a_mean`` is ``qdd``."""
+    ``qd`` and ``u``; the network's output times ``a_scale`` plus ``a_mean`` is ``qdd``.
+    float64 numpy arrays, or float64 tensors in an exported graph (an element of either is a
+    float64 constant; a Python float would be stored through float32 by the ONNX exporter)."""
 
     q_mean: np.ndarray
     q_scale: np.ndarray
@@ -53,18 +55,18 @@ def node_features(q: Array, qd: Array, u: Array, angles, s: NodeScales) -> Array
         if is_angle:
             cols += [o.cos(q[:, i]), o.sin(q[:, i])]
         else:
-            cols.append((q[:, i] - float(s.q_mean[i])) / float(s.q_scale[i]))
+            cols.append((q[:, i] - s.q_mean[i]) / s.q_scale[i])
     for i in range(qd.shape[1]):
-        cols.append((qd[:, i] - float(s.qd_mean[i])) / float(s.qd_scale[i]))
+        cols.append((qd[:, i] - s.qd_mean[i]) / s.qd_scale[i])
     for i in range(u.shape[1]):
-        cols.append((u[:, i] - float(s.u_mean[i])) / float(s.u_scale[i]))
+        cols.append((u[:, i] - s.u_mean[i]) / s.u_scale[i])
     return o.stack(cols, 1)
 
 
 def node_acceleration(layers, activation, q: Array, qd: Array, u: Array, angles, s: NodeScales) -> Array:
     """``qdd = f_theta(q, qd, u)`` (B, m)."""
     out = mlp(layers, activation, node_features(q, qd, u, angles, s))
-    return ops(q).stack([out[:, i] * float(s.a_scale[i]) + float(s.a_mean[i]) for i in range(out.shape[1])], 1)
+    return ops(q).stack([out[:, i] * s.a_scale[i] + s.a_mean[i] for i in range(out.shape[1])], 1)
 
 
 def rk4_step(f, q: Array, qd: Array, u: Array, dt: float) -> tuple[Array, Array]:

@@ -1,8 +1,9 @@
 """The ``python`` FMU backend: FMI 2.0 co-simulation with pythonfmu and onnxruntime.
 
 The slave script is rendered from ``templates/pythonfmu_slave.py.in`` and runs the model's
-ONNX graphs (the autoencoder reducer stores them in the artifact, checked against torch)
-with onnxruntime; the importing process must provide Python with numpy and onnxruntime.
+ONNX graphs (the autoencoder and node reducers store them in the artifact, checked against
+torch) with onnxruntime: the decoder-manifold map ``step(q_prev, q)`` or the node model's
+``node_step(q, qd)``, and the decoder's ``positions``; the importing process must provide Python with numpy and onnxruntime.
 pythonfmu's builder imports the script to read it, so it runs in a child process: nothing
 of it stays in the exporting process.  Its modelDescription.xml is replaced by ours
 (:mod:`mc2fmu.fmu.description`).
@@ -27,8 +28,9 @@ from ...mechanics import rotations
 from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, require_manifold, runtime_config
 from ..description import fmu_variables, model_description_fmi2
 
-#: the graphs the slave runs, as the artifact's resources name them
-GRAPHS = ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx")
+#: the graphs the slave runs per model kind, as the artifact's resources name them
+GRAPHS = {"manifold": ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx"),
+          "node": ("onnx/node_step.onnx", "onnx/positions.onnx")}
 
 
 def _rotations_source() -> str:
@@ -44,8 +46,10 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
                   interface: str = "cs") -> dict[str, Any]:
     """The ``python`` entry of :data:`mc2fmu.fmu.export.BACKENDS` (FMI 2 co-simulation only:
     the registry entry says so, and :func:`~mc2fmu.fmu.export.export_problems` checks it)."""
-    require_manifold(artifact)
-    missing = [g for g in GRAPHS if g not in artifact.model.resources]
+    kind = artifact.model.kind
+    if kind not in GRAPHS:
+        require_manifold(artifact)  # the message for a kind without graphs
+    missing = [g for g in GRAPHS[kind] if g not in artifact.model.resources]
     if missing:
         raise ExportError(f"{model_dir}: the model has no ONNX graphs ({', '.join(missing)} missing; the "
                           f"'{artifact.reducer}' reducer does not make them); use --backend native")

@@ -1,8 +1,10 @@
 """The registered ``node`` reducer: the chart's coordinates of every training run, the neural
-ODE fitted to their one-step RK4 map, handed over as a :class:`~mc2fmu.reduced.charted.NodeModel`."""
+ODE fitted to their one-step RK4 map, handed over as a :class:`~mc2fmu.reduced.charted.NodeModel`
+with its ONNX graphs (:mod:`.graphs`) for the python FMU backend."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -15,6 +17,7 @@ from ...reduced.manifold import unwrap_angles
 from ..base import Checkpointer, config_to_dict
 from ..chart import chart_for
 from .config import NodeReducerConfig
+from .graphs import node_graphs
 from .training import NodeConfig, train_node
 
 
@@ -43,10 +46,17 @@ class NodeReducer:
                                  NodeConfig(hidden=tuple(config.node_hidden), epochs=config.node_epochs, seed=config.seed), scaled)
         now = time.perf_counter()
         record.update({"train_seconds": now - t0, "node_seconds": now - t1, "val_loss": record["best_val"]})
-        return build_artifact(self.name, NodeModel(chart, dyn), dataset, coordinates=coords,
-                              training={"metrics": record, "config": config_to_dict(config), "seed": config.seed,
-                                        "coordinates": chart_record},
-                              versions={"torch": torch.__version__})
+        model = NodeModel(chart, dyn)
+        art = build_artifact(self.name, model, dataset, coordinates=coords,
+                             training={"metrics": record, "config": config_to_dict(config), "seed": config.seed,
+                                       "coordinates": chart_record},
+                             versions={"torch": torch.__version__})
+        # the python FMU backend's graphs, checked against torch over the envelope
+        with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
+            graphs, errors = node_graphs(model, art.envelope, tmp)
+        model.resources.update(graphs)
+        art.training["onnx_max_difference"] = errors
+        return art
 
 
 NODE = NodeReducer()

@@ -1,0 +1,85 @@
+"""ONNX graphs of a node model, for the python FMU backend, checked against torch at training.
+
+* ``node_step``: ``q``, ``qd`` (1, m), ``u`` (1, n_u) -> ``q_next``, ``qd_next`` (1, m): one
+  classical RK4 step of the neural ODE (:func:`mc2fmu.reduced.node.rk4_step` on
+  :func:`~mc2fmu.reduced.node.node_acceleration`, the functions training and the run-time
+  model use), ``dt`` and the normalisations float64 constants;
+* ``positions``: ``q`` -> ``x``, the chart's decoder (as the autoencoder's graph of that name).
+
+Compared with torch at points spread over the training envelope by the autoencoder's
+:func:`~mc2fmu.reducers.autoencoder.graphs.check_graph`; a difference above its tolerance is
+an :class:`~mc2fmu.errors.ExportError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...errors import ExportError
+from ...reduced.envelope import sample_points
+from ...reduced.mlp import get_activation
+from ...reduced.node import NodeScales, node_acceleration, rk4_step
+from ..autoencoder.graphs import F64, TOLERANCE, GraphSpec, _PositionsGraph, _export_one, check_graph
+from ..autoencoder.torch_model import from_runtime
+
+log = logging.getLogger(__name__)
+
+_SCALES = ("q_mean", "q_scale", "qd_mean", "qd_scale", "u_mean", "u_scale", "a_mean", "a_scale")
+
+
+class _NodeStepGraph(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        dyn = model.dynamics
+        self.n_w = len(dyn.net.weights)
+        for i, (W, b) in enumerate(dyn.net.layers):
+            self.register_buffer(f"W{i}", torch.as_tensor(np.asarray(W), dtype=F64))
+            self.register_buffer(f"b{i}", torch.as_tensor(np.asarray(b), dtype=F64))
+        for name in _SCALES:
+            self.register_buffer(name, torch.as_tensor(np.asarray(getattr(dyn.scales, name)), dtype=F64))
+        # a tensor, not a Python float: the exporter stores Python scalars through float32
+        self.register_buffer("dt", torch.tensor(float(dyn.dt), dtype=F64))
+        self.activation = get_activation(dyn.net.activation)
+        self.angles, self.n_u = dyn.angles, model.n_u
+
+    def forward(self, q, qd, u=None):
+        if u is None:
+            u = torch.zeros(1, self.n_u, dtype=F64)
+        layers = [(getattr(self, f"W{i}"), getattr(self, f"b{i}")) for i in range(self.n_w)]
+        scales = NodeScales(*(getattr(self, name) for name in _SCALES))
+
+        def f(a, b, c):
+            return node_acceleration(layers, self.activation, a, b, c, self.angles, scales)
+
+        return rk4_step(f, q, qd, u, self.dt)
+
+
+def node_graphs(model, envelope, work: str | os.PathLike, check_points: int = 16
+                ) -> tuple[dict[str, bytes], dict[str, float]]:
+    """``{"onnx/node_step.onnx": bytes, "onnx/positions.onnx": bytes}`` of a
+    :class:`~mc2fmu.reduced.charted.NodeModel` and the measured max relative difference to
+    torch per graph; raises :class:`ExportError` above :data:`TOLERANCE`."""
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    u = ("u",) if model.n_u else ()
+    specs = {"node_step": GraphSpec("node_step", ("q", "qd", *u), ("q_next", "qd_next")),
+             "positions": GraphSpec("positions", ("q",), ("x",))}
+    modules = {"node_step": _NodeStepGraph(model), "positions": _PositionsGraph(from_runtime(model.chart))}
+    points = sample_points(envelope, model.chart, check_points)
+    graphs, errors = {}, {}
+    for name, spec in specs.items():
+        path = work / f"{name}.onnx"
+        _export_one(modules[name], spec, points[0], path)
+        errors[name] = check_graph(path, modules[name], spec, points)
+        log.info("ONNX %s graph: max |onnxruntime - torch| = %.1e (relative)", name, errors[name])
+        if not errors[name] <= TOLERANCE:
+            raise ExportError(f"{path}: onnxruntime differs from torch by {errors[name]:.2e} (tolerance {TOLERANCE:g}); "
+                              "this is a bug in the exporter, please report it with the model directory")
+        graphs[f"onnx/{name}.onnx"] = path.read_bytes()
+    return graphs, errors
