@@ -175,24 +175,24 @@ def test_options_of_another_reducer_are_refused(spinning_pendulum, tmp_path, cap
     assert not (tmp_path / "m").exists()
 
 
-@pytest.mark.parametrize("backend", ["native", "python"])
-def test_export_says_which_reducers_it_takes(fitted, tmp_path, backend):
-    """local-pca has no FMU yet: both backends say so, before anything is written."""
+def test_the_native_backend_says_it_does_not_take_local_pca_models(fitted, tmp_path):
+    """(the python backend does): the message names the way out, before anything is written."""
     from mc2fmu.fmu.export import export_fmu
 
     out, _ = fitted("local-pca")
-    with pytest.raises(ExportError, match="'local-pca' reducer; no backend does so far"):
-        export_fmu(out, tmp_path / "l.fmu", backend)
+    with pytest.raises(ExportError, match="'local-pca' reducer; use --backend python"):
+        export_fmu(out, tmp_path / "l.fmu", "native")
     assert not (tmp_path / "l.fmu").exists()
 
 
-def test_a_node_model_without_graphs_is_refused_by_the_python_backend(fitted, tmp_path):
-    """(e.g. one trained before the node reducer made them): the message names the way out."""
+@pytest.mark.parametrize("name", ["node", "local-pca"])
+def test_a_model_without_graphs_is_refused_by_the_python_backend(fitted, tmp_path, name):
+    """(e.g. one trained before its reducer made them): the message names the way out."""
     import shutil
 
     from mc2fmu.fmu.export import export_fmu
 
-    out, _ = fitted("node")
+    out, _ = fitted(name)
     bare = tmp_path / "bare"
     shutil.copytree(out, bare)
     shutil.rmtree(bare / "resources")
@@ -204,75 +204,102 @@ def test_a_node_model_without_graphs_is_refused_by_the_python_backend(fitted, tm
     assert not (tmp_path / "n.fmu").exists()
 
 
-def test_convert_refuses_a_reducer_without_fmu_before_training(spinning_pendulum, tmp_path, capsys):
+def test_convert_refuses_a_reducer_the_backend_does_not_take_before_training(spinning_pendulum, tmp_path, capsys):
     mech, run, _ = spinning_pendulum
-    code = main(["convert", str(mech), str(run), "--reducer", "local-pca", "--dof", "1", "-o", str(tmp_path / "p.fmu")])
+    code = main(["convert", str(mech), str(run), "--reducer", "local-pca", "--dof", "1", "--backend", "native",
+                 "-o", str(tmp_path / "p.fmu")])
     assert code != 0
     assert "'local-pca' reducer" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
-# ---------------------------------------------------------------------------- the node FMU (native)
+# ---------------------------------------------------------------------------- the node and local-pca FMUs
+
+#: (reducer, backend) pairs that export co-simulation FMUs
+COSIM = [("node", "native"), ("node", "python"), ("local-pca", "python")]
 
 
 @pytest.fixture(scope="module")
-def node_fmu(fitted, tmp_path_factory):
-    """``node_fmu(fmi, interface, backend)`` -> the fitted node model's FMU, exported once."""
+def reducer_fmu(fitted, tmp_path_factory):
+    """``reducer_fmu(fmi, interface, backend, reducer)`` -> the fitted model's FMU, exported once."""
     from mc2fmu.fmu.export import export_fmu
 
-    out, art = fitted("node")
-    # the python backend's graph against torch, checked when the model was trained
-    assert art.training["onnx_max_difference"]["node_step"] <= 1e-12
-    root = tmp_path_factory.mktemp("node-fmus")
+    root = tmp_path_factory.mktemp("reducer-fmus")
     cache = {}
 
-    def get(fmi: int, interface: str, backend: str = "native") -> Path:
-        if (fmi, interface, backend) not in cache:
-            fmu = root / f"node-{fmi}-{interface}-{backend}.fmu"
+    def get(fmi: int, interface: str, backend: str = "native", reducer: str = "node") -> Path:
+        key = (fmi, interface, backend, reducer)
+        if key not in cache:
+            out, art = fitted(reducer)
+            # the python backend's graphs against torch, checked when the model was trained
+            assert max(art.training["onnx_max_difference"].values()) <= 1e-12
+            fmu = root / f"{reducer}-{fmi}-{interface}-{backend}.fmu"
             summary = export_fmu(out, fmu, backend, fmi, interface)
             if backend == "native":
                 assert summary["compiler_warnings"] == []
                 # the C network and RK4 step against numpy, checked at export over the envelope
                 assert summary["native_max_difference"]["node rhs"] <= 1e-12
-            cache[(fmi, interface, backend)] = fmu
-        return cache[(fmi, interface, backend)]
+            cache[key] = fmu
+        return cache[key]
 
     return get
 
 
-@pytest.mark.parametrize("fmi,interface,backend", [(2, "cs", "native"), (3, "cs", "native"), (2, "me", "native"),
-                                                   (3, "me", "native"), (2, "both", "native"), (3, "both", "native"),
-                                                   (2, "cs", "python")])
-def test_node_fmus_validate_in_fmpy(node_fmu, fmi, interface, backend):
+
+@pytest.mark.parametrize("fmi,interface,backend,reducer", [
+    (2, "cs", "native", "node"), (3, "cs", "native", "node"), (2, "me", "native", "node"), (3, "me", "native", "node"),
+    (2, "both", "native", "node"), (3, "both", "native", "node"), (2, "cs", "python", "node"),
+    (2, "cs", "python", "local-pca")])
+def test_the_reducers_fmus_validate_in_fmpy(reducer_fmu, fmi, interface, backend, reducer):
     from fmpy.validation import validate_fmu
 
-    assert validate_fmu(str(node_fmu(fmi, interface, backend))) == []
+    assert validate_fmu(str(reducer_fmu(fmi, interface, backend, reducer))) == []
 
 
-@pytest.mark.parametrize("fmi,backend", [(2, "native"), (3, "native"), (2, "python")])
-def test_the_node_fmu_equals_simulate(fitted, node_fmu, spinning_pendulum, fmi, backend):
+@pytest.mark.parametrize("fmi,backend,reducer", [(2, "native", "node"), (3, "native", "node"), (2, "python", "node"),
+                                                 (2, "python", "local-pca")])
+def test_the_reducers_fmus_equal_simulate(fitted, reducer_fmu, spinning_pendulum, fmi, backend, reducer):
     """fmpy co-simulation of the FMU against `mc2fmu simulate` on the analytic run (full
     revolutions): positions to 1e-9 m, the same envelope distance and flag."""
     from tests.test_export import _assert_parity
 
-    out, _ = fitted("node")
+    out, _ = fitted(reducer)
     mech, run, _ = spinning_pendulum
-    _assert_parity(out, node_fmu(fmi, "cs", backend), mech, run)
+    _assert_parity(out, reducer_fmu(fmi, "cs", backend, reducer), mech, run)
 
 
-@pytest.mark.parametrize("backend", ["native", "python"])
-def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_path, backend):
+def _local_pca_switches(art, start: dict, blocks: list, t_end: float) -> np.ndarray:
+    """The grid indices k at which the local-PCA model's step k-1 -> k switched cluster, run in
+    numpy from the FMU's start values on the inputs held per 10 ms block."""
+    model = art.model
+    q0 = np.array([v for k, v in sorted(start.items()) if k.startswith("q_start")])
+    qd0 = np.array([v for k, v in sorted(start.items()) if k.startswith("qd_start")])
+    n = int(round(t_end / art.dt))
+    u = np.array([blocks[int(k * art.dt / 0.01 + 1e-9)] for k in range(n)])
+    s = model.start(q0, qd0, u[0])
+    clusters = [s[0]]
+    for k in range(n):
+        s = model.advance(s, u[k])
+        clusters.append(s[0])
+    return np.flatnonzero(np.diff(clusters)) + 1
+
+
+@pytest.mark.parametrize("reducer,backend", COSIM)
+def test_the_reducers_fmus_off_grid_outputs_and_saved_states(fitted, reducer_fmu, tmp_path, backend, reducer):
     """2.5 ms communication steps on the 1 ms grid: the grid points bit for bit the 1 ms run's,
-    the points between them (cubic Hermite of the RK4 states) within 1e-9 m of a cubic spline
-    through the 1 ms run; get/set and serialized states reproduce the run."""
+    the points between them (cubic Hermite of the one-step states) within 1e-9 m of a cubic
+    spline through the 1 ms run (local-PCA: away from cluster switches, where the
+    energy-preserving projection moves the state); get/set and serialized states reproduce
+    the run."""
     from scipy.interpolate import CubicSpline
 
     from tests.fmu_helpers import run_json, start_values
 
-    out, _ = fitted("node")
+    out, art = fitted(reducer)
     host = Path(__file__).with_name("fmu_host.py")
     blocks = [[float(np.sin(0.5 * k))] for k in range(101)]
-    req = {"kind": "steps", "fmu": str(node_fmu(2, "cs", backend)), "start": start_values(out), "steps": [0.001, 0.0025],
+    fmu = reducer_fmu(2, "cs", backend, reducer)
+    req = {"kind": "steps", "fmu": str(fmu), "start": start_values(out), "steps": [0.001, 0.0025],
            "t_end": 1.0, "block": 0.01, "inputs": ["tau"], "u_blocks": blocks}
     res = run_json(host, req, tmp_path)
     runs = {float(k): (np.array(v["t"]), np.array(v["y"])) for k, v in res["runs"].items()}
@@ -281,14 +308,32 @@ def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_p
     assert len(t1) == 1000 and np.isfinite(y1).all()
     on_grid = np.abs(th / 0.001 - np.round(th / 0.001)) < 1e-6
     np.testing.assert_array_equal(yh[on_grid], y1[np.round(th[on_grid] / 0.001).astype(int) - 1])
-    # positions: the Hermite cubic is O(dt^4) accurate; qd, its derivative, O(dt^3) (and the
-    # spline of qd is not exact either where the input jumps, every 10 ms)
+    # the reference between grid points: the cubic through the four grid points around each
+    # cell (t_{k-2} .. t_{k+1}; O(dt^4) for positions, O(dt^3) for their slope), local so that a
+    # local-PCA cluster switch (where the energy-preserving projection moves the state) spoils
+    # only the cells whose four points span it
+    cell = np.ceil(th / 0.001 - 1e-6).astype(int)  # th in (t_{cell-1}, t_cell]; y1[i] is t_{i+1}
+    use = ~on_grid & (cell >= 3) & (cell <= len(t1) - 1)
+    if reducer == "local-pca":
+        switches = _local_pca_switches(art, start_values(out), blocks, 1.0)
+        assert len(switches) >= 3  # the comparison skips them: there must be some to skip
+        for k in switches:
+            use &= ~((cell - 2 < k) & (k <= cell + 1))
+    assert use.sum() > 100
+    nodes = np.stack([cell[use] + d for d in (-2, -1, 0, 1)], 1)  # grid indices k of t_k
+    tau = th[use] / 0.001
+    basis = np.ones((len(tau), 4))
+    for a in range(4):  # the Lagrange basis on the four nodes
+        for b in range(4):
+            if b != a:
+                basis[:, a] *= (tau - nodes[:, b]) / (nodes[:, a] - nodes[:, b])
     for names, tol in ((("q[1]", "arm.x", "arm.y", "arm.z"), 1e-9), (("qd[1]",), 1e-5)):
         cols = [res["outputs"].index(o) for o in names]
-        spline = CubicSpline(t1, y1[:, cols])
+        ys = y1[nodes - 1][:, :, cols]  # (points, 4, outputs)
+        ref = np.einsum("pa,pao->po", basis, ys)
         scale = np.maximum(1.0, np.abs(y1[:, cols]).max(axis=0))
-        assert (np.abs(yh[~on_grid][:, cols] - spline(th[~on_grid])) / scale).max() <= tol, names
-    req = {"kind": "state", "fmu": str(node_fmu(2, "cs", backend)), "start": start_values(out), "steps": [0.0025],
+        assert (np.abs(yh[use][:, cols] - ref) / scale).max() <= tol, names
+    req = {"kind": "state", "fmu": str(fmu), "start": start_values(out), "steps": [0.0025],
            "t_split": 0.3, "t_end": 0.6, "block": 0.01, "inputs": ["tau"], "u_blocks": blocks[:61]}
     res = run_json(host, req, tmp_path)
     first = np.array(res["first"])
@@ -297,7 +342,7 @@ def test_the_node_fmus_off_grid_outputs_and_saved_states(fitted, node_fmu, tmp_p
     assert np.array_equal(first, np.array(res["deserialized"]))
 
 
-def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, node_fmu, tmp_path):
+def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, reducer_fmu, tmp_path):
     """Model exchange: der(qd) is the numpy network's acceleration, and the complex-step
     directional derivatives of every state derivative and output along q, qd and u equal
     five-point differences of the numpy model (its network, decoder and rotations) to 1e-8."""
@@ -310,7 +355,7 @@ def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, 
     out, art = fitted("node")
     pts = sample_points(art.envelope, art.model.chart, 4, seed=11)
     q, qd, u = (np.concatenate([p[k] for p in pts]) for k in ("q", "qd", "u"))
-    res = run_json(FMPY_SIM, {"kind": "jacobian", "fmu": str(node_fmu(3, "me")), "start": start_values(out),
+    res = run_json(FMPY_SIM, {"kind": "jacobian", "fmu": str(reducer_fmu(3, "me")), "start": start_values(out),
                               "states": np.hstack([q, qd]).tolist(), "u": u.tolist()}, tmp_path)
     assert res["knowns"] == ["q[1]", "qd[1]", "tau"]
 

@@ -78,6 +78,7 @@ def runtime_config(artifact) -> dict[str, Any]:
         "dt": artifact.dt,
         "stop_time": artifact.stop_time,
         "dof": artifact.dof,
+        "angles": [bool(a) for a in artifact.angles],
         "n_inputs": artifact.n_u,
         "bodies": [{"name": b.name, "offset": b.offset, "length": b.length, "com": list(b.com)}
                    for b in artifact.layout.bodies],

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 #: work_dir, out_path, fmi_version=, interface=) and returns a summary
 BACKENDS = {
     "python": ("pythonfmu + onnxruntime, FMI 2 co-simulation", "mc2fmu.fmu.backends.python:export_python",
-               {(2, "cs")}, ("autoencoder", "node")),
+               {(2, "cs")}, ("autoencoder", "node", "local-pca")),
     "native": ("generated C compiled with $CC, FMI 2/3, co-simulation and/or model exchange",
                "mc2fmu.fmu.backends.native:export_native", None, ("autoencoder", "node")),
 }

@@ -25,19 +25,72 @@ is nearest the current position (eq. 22); on a change it projects the state into
 basis (:func:`switch`: positions keeping the potential energy, velocities keeping the
 kinetic energy, both keeping their part in the subspace common to the two bases, eqs.
 23-31), then advances with the explicit second-order scheme of eqs. 35-38.
+
+The module needs numpy only (its root finder is :func:`brent`, not scipy's): the python FMU
+backend inserts its source into the FMU's slave script, so the FMU runs this very code.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import brentq
 
-from ..mechanics.natural import ForceModel
+if TYPE_CHECKING:  # only a type: the slave script has no mc2fmu to import
+    from ..mechanics.natural import ForceModel
 
 #: singular values of ``V_prev^T V`` above ``1 - eps`` span the common subspace (eq. 26)
 DEFAULT_EPS = 1e-3
+
+
+def brent(f, a: float, b: float, *, xtol: float = 1e-300, rtol: float = 4 * 2.220446049250313e-16,
+          maxiter: int = 500) -> float:
+    """A root of ``f`` in ``[a, b]`` (``f(a)``, ``f(b)`` of opposite signs or zero) by Brent's
+    method (inverse quadratic interpolation, secant and bisection; R. P. Brent, Algorithms for
+    Minimization without Derivatives, 1973, ch. 4), to ``xtol + rtol |x|``."""
+    fa, fb = f(a), f(b)
+    if fa == 0.0:
+        return a
+    if fb == 0.0:
+        return b
+    if (fa > 0.0) == (fb > 0.0):
+        raise ValueError(f"brent: f({a!r}) = {fa!r} and f({b!r}) = {fb!r} do not bracket a root")
+    c, fc = a, fa
+    d = e = b - a
+    for _ in range(maxiter):
+        if (fb > 0.0) == (fc > 0.0):  # keep the root between b and c
+            c, fc = a, fa
+            d = e = b - a
+        if abs(fc) < abs(fb):  # b is the best estimate so far
+            a, b, c = b, c, b
+            fa, fb, fc = fb, fc, fb
+        tol = 2.0 * rtol * abs(b) + 0.5 * xtol
+        half = 0.5 * (c - b)
+        if abs(half) <= tol or fb == 0.0:
+            return b
+        if abs(e) >= tol and abs(fa) > abs(fb):
+            s = fb / fa
+            if a == c:  # secant
+                p, q = 2.0 * half * s, 1.0 - s
+            else:  # inverse quadratic interpolation
+                qa, r = fa / fc, fb / fc
+                p = s * (2.0 * half * qa * (qa - r) - (b - a) * (r - 1.0))
+                q = (qa - 1.0) * (r - 1.0) * (s - 1.0)
+            if p > 0.0:
+                q = -q
+            p = abs(p)
+            if 2.0 * p < min(3.0 * half * q - abs(tol * q), abs(e * q)):
+                e, d = d, p / q
+            else:  # interpolation would not shrink the bracket enough: bisect
+                d = e = half
+        else:
+            d = e = half
+        a, fa = b, fb
+        b += d if abs(d) > tol else math.copysign(tol, half)
+        fb = f(b)
+    return b
 
 
 @dataclass(frozen=True)
@@ -120,7 +173,7 @@ def nearest_on_level_set(e: Quadratic, level: float, target: np.ndarray, C: np.n
             a = 0.5 * (a + lo) if np.isfinite(lo) else 4.0 * a
         else:
             return q_c + N @ z_of(a), False
-    lam = brentq(phi, a, b_, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
+    lam = brent(phi, a, b_)
     q = q_c + N @ z_of(lam)
     # one Newton step along the gradient polishes the level to rounding
     grad = e.b + e.A @ q

@@ -1,9 +1,12 @@
 """The ``python`` FMU backend: FMI 2.0 co-simulation with pythonfmu and onnxruntime.
 
 The slave script is rendered from ``templates/pythonfmu_slave.py.in`` and runs the model's
-ONNX graphs (the autoencoder and node reducers store them in the artifact, checked against
-torch) with onnxruntime: the decoder-manifold map ``step(q_prev, q)`` or the node model's
-``node_step(q, qd)``, and the decoder's ``positions``; the importing process must provide Python with numpy and onnxruntime.
+ONNX graphs (every reducer stores them in the artifact, checked against torch) with
+onnxruntime: the decoder-manifold map ``step(q_prev, q)`` or the node model's
+``node_step(q, qd)``, and the decoder's ``positions``; a local-PCA model runs its
+piecewise-linear ROM in numpy (the source of :mod:`mc2fmu.reduced.local_linear`, inserted)
+with the chart's ``decoder`` and ``encoder`` graphs.  The importing process must provide
+Python with numpy and onnxruntime.
 pythonfmu's builder imports the script to read it, so it runs in a child process: nothing
 of it stays in the exporting process.  Its modelDescription.xml is replaced by ours
 (:mod:`mc2fmu.fmu.description`).
@@ -25,20 +28,22 @@ from ... import __version__
 from ...errors import ExportError
 from ...files import write_zip
 from ...mechanics import rotations
+from ...reduced import local_linear
 from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, require_manifold, runtime_config
 from ..description import fmu_variables, model_description_fmi2
 
 #: the graphs the slave runs per model kind, as the artifact's resources name them
 GRAPHS = {"manifold": ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx"),
-          "node": ("onnx/node_step.onnx", "onnx/positions.onnx")}
+          "node": ("onnx/node_step.onnx", "onnx/positions.onnx"),
+          "local-pca": ("onnx/decoder.onnx", "onnx/encoder.onnx")}
 
 
-def _rotations_source() -> str:
-    """mc2fmu's rotation helpers as code for the slave script: the module's functions (its
-    ``from __future__`` line and imports dropped; the slave imports numpy itself), indented
-    for the block they are inserted in."""
-    lines = Path(rotations.__file__).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("def "))
+def _module_source(module) -> str:
+    """An mc2fmu module (numpy only) as code for the slave script: everything from its first
+    top-level definition on (its docstring, imports and ``TYPE_CHECKING`` block dropped; the
+    slave imports numpy, math and dataclasses itself), indented for the block it goes in."""
+    lines = Path(module.__file__).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(("def ", "class ", "@", "DEFAULT_")))
     return textwrap.indent("\n".join(lines[start:]), "    ")
 
 
@@ -64,7 +69,8 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     script = work / f"{module}.py"
     script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
                              mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/"),
-                             rotations=_rotations_source()))
+                             rotations=_module_source(rotations),
+                             local_linear=_module_source(local_linear)))
     built = work / "pythonfmu.fmu"
     cmd = [sys.executable, "-m", "pythonfmu", "build", "-f", str(script), "-d", str(built), "--no-external-tool",
            "--handle-state", "--serialize-state", *map(str, sorted(project.iterdir()))]

@@ -191,16 +191,13 @@ def _export_one(module: nn.Module, spec: GraphSpec, feed: dict[str, np.ndarray],
     log.debug("exporter output for %s:\n%s", spec.name, sink.getvalue())
 
 
-def onnx_graphs(model, runtime, envelope, work: str | os.PathLike,
-                check_points: int = 16) -> tuple[dict[str, bytes], dict[str, float]]:
-    """Every graph of :func:`graph_specs` of the torch ``model``, as ``{"onnx/<name>.onnx": bytes}``,
-    and the measured max relative difference to torch per graph; raises :class:`ExportError`
-    if any exceeds :data:`TOLERANCE`.  ``runtime`` (the numpy model) and ``envelope`` give
-    the check points."""
+def export_checked(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], points, work: str | os.PathLike
+                   ) -> tuple[dict[str, bytes], dict[str, float]]:
+    """Each module of ``modules`` exported as its graph of ``specs`` and checked against torch
+    at ``points`` (:func:`check_graph`): ``({"onnx/<name>.onnx": bytes}, {name: max relative
+    difference})``; raises :class:`ExportError` if a difference exceeds :data:`TOLERANCE`."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    specs, modules = graph_specs(runtime.n_u), _modules(model, runtime.n_u, runtime.dt)
-    points = sample_points(envelope, runtime, check_points)
     errors, graphs = {}, {}
     for name, spec in specs.items():
         path = work / f"{name}.onnx"
@@ -212,3 +209,12 @@ def onnx_graphs(model, runtime, envelope, work: str | os.PathLike,
                               "this is a bug in the exporter, please report it with the model directory")
         graphs[f"onnx/{name}.onnx"] = path.read_bytes()
     return graphs, errors
+
+
+def onnx_graphs(model, runtime, envelope, work: str | os.PathLike,
+                check_points: int = 16) -> tuple[dict[str, bytes], dict[str, float]]:
+    """Every graph of :func:`graph_specs` of the torch ``model``, as ``{"onnx/<name>.onnx": bytes}``,
+    and the measured max relative difference to torch per graph (:func:`export_checked`).
+    ``runtime`` (the numpy model) and ``envelope`` give the check points."""
+    specs, modules = graph_specs(runtime.n_u), _modules(model, runtime.n_u, runtime.dt)
+    return export_checked(specs, modules, sample_points(envelope, runtime, check_points), work)

@@ -1,9 +1,11 @@
 """The registered ``local-pca`` reducer: the piecewise-linear ROM fitted to the natural
 coordinates (:mod:`.fit`), its coordinates read through a chart, handed over as a
-:class:`~mc2fmu.reduced.charted.LocalPcaModel`."""
+:class:`~mc2fmu.reduced.charted.LocalPcaModel` with its chart's ONNX graphs (:mod:`.graphs`)
+for the python FMU backend."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -13,6 +15,7 @@ from ..base import Checkpointer, config_to_dict
 from ..chart import chart_for
 from .config import LocalPcaConfig
 from .fit import fit_local_linear
+from .graphs import local_pca_graphs
 
 
 class LocalPcaReducer:
@@ -35,9 +38,16 @@ class LocalPcaReducer:
             progress({"done": 1.0, "stage": f"local-pca: {clusters} clusters fitted", "iter": "", "loss": None,
                       "val": None})
         record = {"train_seconds": now - t0, "fit_seconds": now - t1, "clusters": clusters, "modes": modes}
-        return build_artifact(self.name, LocalPcaModel(chart, rom), dataset, coordinates=coords,
-                              training={"metrics": record, "config": config_to_dict(config), "seed": config.seed,
-                                        "coordinates": chart_record})
+        model = LocalPcaModel(chart, rom)
+        art = build_artifact(self.name, model, dataset, coordinates=coords,
+                             training={"metrics": record, "config": config_to_dict(config), "seed": config.seed,
+                                       "coordinates": chart_record})
+        # the python FMU backend's graphs, checked against torch over the envelope
+        with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
+            graphs, errors = local_pca_graphs(model, art.envelope, tmp)
+        model.resources.update(graphs)
+        art.training["onnx_max_difference"] = errors
+        return art
 
 
 LOCAL_PCA = LocalPcaReducer()

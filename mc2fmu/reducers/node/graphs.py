@@ -13,22 +13,17 @@ an :class:`~mc2fmu.errors.ExportError`.
 
 from __future__ import annotations
 
-import logging
 import os
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from ...errors import ExportError
 from ...reduced.envelope import sample_points
 from ...reduced.mlp import get_activation
 from ...reduced.node import NodeScales, node_acceleration, rk4_step
-from ..autoencoder.graphs import F64, TOLERANCE, GraphSpec, _PositionsGraph, _export_one, check_graph
+from ..autoencoder.graphs import F64, GraphSpec, _PositionsGraph, export_checked
 from ..autoencoder.torch_model import from_runtime
-
-log = logging.getLogger(__name__)
 
 _SCALES = ("q_mean", "q_scale", "qd_mean", "qd_scale", "u_mean", "u_scale", "a_mean", "a_scale")
 
@@ -64,22 +59,9 @@ def node_graphs(model, envelope, work: str | os.PathLike, check_points: int = 16
                 ) -> tuple[dict[str, bytes], dict[str, float]]:
     """``{"onnx/node_step.onnx": bytes, "onnx/positions.onnx": bytes}`` of a
     :class:`~mc2fmu.reduced.charted.NodeModel` and the measured max relative difference to
-    torch per graph; raises :class:`ExportError` above :data:`TOLERANCE`."""
-    work = Path(work)
-    work.mkdir(parents=True, exist_ok=True)
+    torch per graph; raises :class:`ExportError` above the autoencoder's tolerance."""
     u = ("u",) if model.n_u else ()
     specs = {"node_step": GraphSpec("node_step", ("q", "qd", *u), ("q_next", "qd_next")),
              "positions": GraphSpec("positions", ("q",), ("x",))}
     modules = {"node_step": _NodeStepGraph(model), "positions": _PositionsGraph(from_runtime(model.chart))}
-    points = sample_points(envelope, model.chart, check_points)
-    graphs, errors = {}, {}
-    for name, spec in specs.items():
-        path = work / f"{name}.onnx"
-        _export_one(modules[name], spec, points[0], path)
-        errors[name] = check_graph(path, modules[name], spec, points)
-        log.info("ONNX %s graph: max |onnxruntime - torch| = %.1e (relative)", name, errors[name])
-        if not errors[name] <= TOLERANCE:
-            raise ExportError(f"{path}: onnxruntime differs from torch by {errors[name]:.2e} (tolerance {TOLERANCE:g}); "
-                              "this is a bug in the exporter, please report it with the model directory")
-        graphs[f"onnx/{name}.onnx"] = path.read_bytes()
-    return graphs, errors
+    return export_checked(specs, modules, sample_points(envelope, model.chart, check_points), work)
