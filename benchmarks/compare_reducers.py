@@ -11,8 +11,8 @@ with `--from` that model, so all three run on the same minimal coordinates and d
 only their dynamics differ (their "train s" is their own fit, the coordinates' training
 excluded).  Each model is rolled out on all four runs (`mc2fmu simulate`'s rollout) and the
 table gives position NRMSE (%) on train / low / shape, the `high` run's envelope flag and its
-first 10 % error time, the native FMU's cost per step in the plain-C host (the autoencoder
-and node; local-pca has no FMU yet, so its numpy step cost is given instead) and the energy
+first 10 % error time, the native FMU's cost per step in the plain-C host (every reducer's
+models export natively; a reducer without a native FMU would get its numpy step cost) and the energy
 drift of a free run: zero input from the `train` run's initial state for the run's length,
 the natural-coordinate energy ``xd^T M xd / 2 - f_g^T x + springs`` (``xd`` by centred
 differences of the rolled-out ``x``), its largest change over the largest kinetic energy of

@@ -274,8 +274,9 @@ Backend python: pythonfmu + the model's ONNX graphs (checked against torch to 1e
 the model was trained).  The importing process needs Python with numpy and onnxruntime;
 pythonfmu 0.7 leaks about 1.2 kB of the host's memory per instantiation.
 Both embed the model directory (resources/model/), which `mc2fmu validate` reads.
-Models of the node reducer (--reducer node) export with both backends (its network and
-RK4 step in C, or its ONNX graph); local-pca models have no FMU yet (`mc2fmu simulate`).
+Every reducer's models export with both backends: node (its network and RK4 step in C, or
+its ONNX graph) and local-pca (its piecewise-linear ROM in C, or in numpy in the slave; a
+discrete-time model, so co-simulation only: --interface cs).
 
 examples:
   mc2fmu export out/four_bar -o out/four_bar.fmu

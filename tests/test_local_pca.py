@@ -234,3 +234,24 @@ def test_kmeans_separates_well_separated_groups_deterministically():
         assert np.linalg.norm(C[labels[50 * g]] - centres[g]) < 0.1
     C2, labels2 = kmeans(x, 3, seed=0)
     assert np.array_equal(labels, labels2) and np.array_equal(C, C2)
+
+
+def test_the_clusters_extent_is_the_training_samples_reach():
+    """A cluster's radius is the largest distance of its samples from its centroid (one cluster
+    here: of all samples from their mean), and the extent of a point is how far it lies beyond
+    that radius, in radii."""
+    _, layout, M, forces = _chain()
+    t = np.arange(0.0, 2.0, 1e-3)
+    s, sd, _ = _chain_analytic(t)
+    x = _chain_nc(layout, s)
+    xd = _chain_nc(layout, sd) - _chain_nc(layout, np.zeros_like(sd))
+    rom = fit_local_linear(x, xd, M, forces, 1e-3, clusters=1, modes=3)
+    mu = x.mean(axis=0)
+    R = np.sqrt(((x - mu) ** 2).sum(axis=1)).max()
+    assert rom.radius[0] == pytest.approx(R, rel=1e-12)
+    assert max(rom.extent(0, xi) for xi in x) == 0.0
+    e = np.random.default_rng(0).normal(size=x.shape[1])
+    e /= np.linalg.norm(e)
+    assert rom.extent(0, mu + 0.5 * R * e) == 0.0
+    assert rom.extent(0, mu + 1.5 * R * e) == pytest.approx(0.5, rel=1e-12)
+    assert rom.extent(0, mu + np.nan) == np.inf

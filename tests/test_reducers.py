@@ -175,13 +175,15 @@ def test_options_of_another_reducer_are_refused(spinning_pendulum, tmp_path, cap
     assert not (tmp_path / "m").exists()
 
 
-def test_the_native_backend_says_it_does_not_take_local_pca_models(fitted, tmp_path):
-    """(the python backend does): the message names the way out, before anything is written."""
+@pytest.mark.parametrize("interface", ["me", "both"])
+def test_local_pca_models_are_exported_for_co_simulation_only(fitted, tmp_path, interface):
+    """(a discrete-time model: no continuous right-hand side for model exchange): the message
+    says so and names the way out, before anything is written."""
     from mc2fmu.fmu.export import export_fmu
 
     out, _ = fitted("local-pca")
-    with pytest.raises(ExportError, match="'local-pca' reducer; use --backend python"):
-        export_fmu(out, tmp_path / "l.fmu", "native")
+    with pytest.raises(ExportError, match=r"discrete-time .*\(--interface cs\)"):
+        export_fmu(out, tmp_path / "l.fmu", "native", 3, interface)
     assert not (tmp_path / "l.fmu").exists()
 
 
@@ -204,19 +206,19 @@ def test_a_model_without_graphs_is_refused_by_the_python_backend(fitted, tmp_pat
     assert not (tmp_path / "n.fmu").exists()
 
 
-def test_convert_refuses_a_reducer_the_backend_does_not_take_before_training(spinning_pendulum, tmp_path, capsys):
+def test_convert_refuses_an_interface_the_reducer_has_not_before_training(spinning_pendulum, tmp_path, capsys):
     mech, run, _ = spinning_pendulum
-    code = main(["convert", str(mech), str(run), "--reducer", "local-pca", "--dof", "1", "--backend", "native",
-                 "-o", str(tmp_path / "p.fmu")])
+    code = main(["convert", str(mech), str(run), "--reducer", "local-pca", "--dof", "1", "--interface", "me",
+                 "--fmi", "3", "-o", str(tmp_path / "p.fmu")])
     assert code != 0
-    assert "'local-pca' reducer" in capsys.readouterr().err
+    assert "'local-pca' model is discrete-time" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
 # ---------------------------------------------------------------------------- the node and local-pca FMUs
 
 #: (reducer, backend) pairs that export co-simulation FMUs
-COSIM = [("node", "native"), ("node", "python"), ("local-pca", "python")]
+COSIM = [("node", "native"), ("node", "python"), ("local-pca", "native"), ("local-pca", "python")]
 
 
 @pytest.fixture(scope="module")
@@ -237,8 +239,11 @@ def reducer_fmu(fitted, tmp_path_factory):
             summary = export_fmu(out, fmu, backend, fmi, interface)
             if backend == "native":
                 assert summary["compiler_warnings"] == []
-                # the C network and RK4 step against numpy, checked at export over the envelope
-                assert summary["native_max_difference"]["node rhs"] <= 1e-12
+                # the C dynamics against numpy, checked at export over the envelope (node: the
+                # network and RK4 step; local-pca: the start, a step with a switch, the outputs)
+                checked = {"node": ["node rhs", "node step"],
+                           "local-pca": ["local-pca start", "local-pca step", "local-pca outputs"]}[reducer]
+                assert max(summary["native_max_difference"][k] for k in checked) <= 1e-12
             cache[key] = fmu
         return cache[key]
 
@@ -246,10 +251,31 @@ def reducer_fmu(fitted, tmp_path_factory):
 
 
 
+def test_the_native_local_pca_rom_equals_numpy_with_more_modes_than_dof(chart, spinning_pendulum, tmp_path):
+    """Four modes on a 1-DOF chart: most cluster pairs share a 2-D subspace, so a switch solves
+    the level-set problem on a 2-D null space (the C Jacobi eigensolver on 2 x 2, Brent on the
+    secular equation); the export's self-check holds the C start, step (from random clusters:
+    switches) and outputs to the numpy ROM (tests/test_local_pca.py checks that against
+    analytic solutions and SLSQP) within 1e-12."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.pipeline import train
+    from mc2fmu.reducers.local_pca.config import LocalPcaConfig
+
+    mech, run, _ = spinning_pendulum
+    art = train(mech, [run], LocalPcaConfig(dof=1, from_model=str(chart), modes=4), tmp_path / "m4", reducer="local-pca")
+    rom = art.model.rom
+    shared = [rom.common_subspace(i, j).shape[1] for i in range(rom.clusters) for j in range(rom.clusters) if i != j]
+    assert min(shared) <= rom.r - 2
+    summary = export_fmu(tmp_path / "m4", tmp_path / "m4.fmu", "native", 2, "cs")
+    assert summary["compiler_warnings"] == []
+    checks = summary["native_max_difference"]
+    assert max(checks[k] for k in ("local-pca start", "local-pca step", "local-pca outputs")) <= 1e-12
+
+
 @pytest.mark.parametrize("fmi,interface,backend,reducer", [
     (2, "cs", "native", "node"), (3, "cs", "native", "node"), (2, "me", "native", "node"), (3, "me", "native", "node"),
     (2, "both", "native", "node"), (3, "both", "native", "node"), (2, "cs", "python", "node"),
-    (2, "cs", "python", "local-pca")])
+    (2, "cs", "native", "local-pca"), (3, "cs", "native", "local-pca"), (2, "cs", "python", "local-pca")])
 def test_the_reducers_fmus_validate_in_fmpy(reducer_fmu, fmi, interface, backend, reducer):
     from fmpy.validation import validate_fmu
 
@@ -257,6 +283,7 @@ def test_the_reducers_fmus_validate_in_fmpy(reducer_fmu, fmi, interface, backend
 
 
 @pytest.mark.parametrize("fmi,backend,reducer", [(2, "native", "node"), (3, "native", "node"), (2, "python", "node"),
+                                                 (2, "native", "local-pca"), (3, "native", "local-pca"),
                                                  (2, "python", "local-pca")])
 def test_the_reducers_fmus_equal_simulate(fitted, reducer_fmu, spinning_pendulum, fmi, backend, reducer):
     """fmpy co-simulation of the FMU against `mc2fmu simulate` on the analytic run (full

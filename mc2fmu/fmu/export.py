@@ -34,8 +34,10 @@ BACKENDS = {
     "python": ("pythonfmu + onnxruntime, FMI 2 co-simulation", "mc2fmu.fmu.backends.python:export_python",
                {(2, "cs")}, ("autoencoder", "node", "local-pca")),
     "native": ("generated C compiled with $CC, FMI 2/3, co-simulation and/or model exchange",
-               "mc2fmu.fmu.backends.native:export_native", None, ("autoencoder", "node")),
+               "mc2fmu.fmu.backends.native:export_native", None, ("autoencoder", "node", "local-pca")),
 }
+#: reducers whose models are discrete-time (no continuous right-hand side): co-simulation only
+COSIMULATION_ONLY = {"local-pca": "its Algorithm 1 switches clusters between steps"}
 #: the default of export, convert and demo: the native FMU is the one no host can be crashed by.
 #: The python backend runs in the host's interpreter through pythonfmu 0.7, whose wrapper leaks
 #: about 1.2 kB of the host's memory per instantiation (its findClass lists and reprs the slave
@@ -66,6 +68,9 @@ def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, inte
     elif not problems and BACKENDS[backend][2] is not None and (fmi_version, interface) not in BACKENDS[backend][2]:
         problems.append(f"--fmi {fmi_version} --interface {interface}: the {backend} backend writes FMI 2.0 "
                         "co-simulation only; use --backend native for FMI 3.0 or model exchange")
+    if reducer in COSIMULATION_ONLY and interface != "cs":
+        problems.append(f"--interface {interface}: a '{reducer}' model is discrete-time ({COSIMULATION_ONLY[reducer]}); "
+                        "export it for co-simulation (--interface cs)")
     if backend in BACKENDS and reducer is not None and reducer not in BACKENDS[backend][3]:
         others = exported_by(reducer)
         problems.append(f"the {backend} backend does not export models of the '{reducer}' reducer; "

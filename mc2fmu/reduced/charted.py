@@ -207,11 +207,18 @@ class LocalPcaModel(_Charted):
         q = self.chart.encode(x)
         return q, chart_velocity(self.chart, q, xd), x
 
+    def extent(self, states: np.ndarray) -> np.ndarray:
+        """(B,) how far each state's ``x`` lies beyond its cluster's extent, in cluster radii
+        (:meth:`LocalLinearModel.extent`): part of the envelope distance of this kind."""
+        x, _ = self.positions(states)
+        idx = np.clip(states[:, 0].astype(int), 0, self.rom.clusters - 1)
+        return np.array([self.rom.extent(int(i), xi) for i, xi in zip(idx, x)])
+
     def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
         chart_params, arrays = self._chart_saved()
         rom = self.rom
         arrays.update({"lpca.centroids": rom.centroids, "lpca.bases": rom.bases, "lpca.M": rom.M, "lpca.K": rom.K,
-                       "lpca.c": rom.c, "lpca.D": rom.D, "lpca.P": rom.P})
+                       "lpca.c": rom.c, "lpca.D": rom.D, "lpca.P": rom.P, "lpca.radius": rom.radius})
         return {"chart": chart_params, "local_pca": {"clusters": rom.clusters, "modes": rom.r, "eps": rom.eps}}, arrays
 
     @staticmethod
@@ -222,7 +229,7 @@ class LocalPcaModel(_Charted):
         if k < 1 or not 1 <= r <= n_x:
             raise ValueError(f"local_pca clusters {k} must be >= 1 and modes {r} in 1..{n_x}")
         shapes.update({"lpca.centroids": (k, n_x), "lpca.bases": (k, n_x, r), "lpca.M": (k, r, r),
-                       "lpca.K": (k, r, r), "lpca.c": (k, r), "lpca.D": (k, r, r), "lpca.P": (k,)})
+                       "lpca.K": (k, r, r), "lpca.c": (k, r), "lpca.D": (k, r, r), "lpca.P": (k,), "lpca.radius": (k,)})
         return shapes
 
     @classmethod
@@ -236,6 +243,9 @@ class LocalPcaModel(_Charted):
         a = _split(arrays, "lpca.")
         if np.any(np.linalg.eigvalsh(a["M"])[:, 0] <= 0.0):
             raise ValueError("a cluster's reduced mass V^T M V is not positive definite")
+        if not np.all(a["radius"] > 0.0):
+            raise ValueError("a cluster's radius is not positive")
         forces = ForceModel(chart.f_g, chart.f_B, chart.f_C, None)
-        rom = LocalLinearModel(a["centroids"], a["bases"], a["M"], a["K"], a["c"], a["D"], a["P"], forces, float(dt), eps)
+        rom = LocalLinearModel(a["centroids"], a["bases"], a["M"], a["K"], a["c"], a["D"], a["P"], forces, float(dt), eps,
+                               a["radius"])
         return cls(chart, rom, dict(resources or {}))

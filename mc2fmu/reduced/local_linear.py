@@ -202,7 +202,9 @@ class LocalLinearModel:
 
     Arrays: ``centroids`` (k, n), ``bases`` (k, n, r), ``M`` (k, r, r), ``K`` (k, r, r), ``c``
     (k, r), ``D`` (k, r, r), ``P`` (k,); ``forces``: gravity and the inputs in NC (its springs are
-    not used: they are in ``K``, ``c``, ``D``); ``eps`` the common-subspace tolerance.
+    not used: they are in ``K``, ``c``, ``D``); ``eps`` the common-subspace tolerance;
+    ``radius`` (k,): each cluster's extent, the largest distance of its training samples from
+    its centroid (None: unknown, :meth:`extent` is 0).
     """
 
     centroids: np.ndarray
@@ -215,6 +217,7 @@ class LocalLinearModel:
     forces: ForceModel
     dt: float
     eps: float = DEFAULT_EPS
+    radius: np.ndarray | None = None
     switches: int = field(default=0, compare=False)
     inexact_switches: int = field(default=0, compare=False)
 
@@ -230,6 +233,16 @@ class LocalLinearModel:
     def nearest(self, x: np.ndarray) -> int:
         """The cluster whose centroid is nearest ``x`` (eq. 22)."""
         return int(np.argmin(np.sum((self.centroids - x) ** 2, axis=1)))
+
+    def extent(self, i: int, x: np.ndarray) -> float:
+        """How far ``x`` lies beyond cluster ``i``'s extent, in units of its radius (0 within):
+        ``max(0, |x - mu_i| - R_i) / R_i``; a local linear model is a chord of the motion, valid
+        only where the training samples were."""
+        if self.radius is None:
+            return 0.0
+        R = max(float(self.radius[i]), 1e-12)
+        d = float(np.sqrt(np.sum((x - self.centroids[i]) ** 2)))
+        return max(0.0, d - R) / R if math.isfinite(d) else math.inf
 
     def decode(self, i: int, q: np.ndarray) -> np.ndarray:
         return self.bases[i] @ q + self.centroids[i]

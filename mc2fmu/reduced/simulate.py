@@ -13,8 +13,9 @@ import numpy as np
 
 def trajectory(model, q0: np.ndarray, qd0: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
     """``q``, ``qd`` (n_t, m) and ``x`` (n_t, n) from the state ``(q0, qd0)`` on the inputs
-    ``u`` (n_t, n_u); step ``k -> k+1`` holds ``u[k]``.  A non-finite state ends the run (the
-    rest is NaN).  Angle-type coordinates are continuous in time and start at ``q0``'s turn."""
+    ``u`` (n_t, n_u); step ``k -> k+1`` holds ``u[k]``, and the model's ``states`` (n_t,
+    state_size).  A non-finite state ends the run (the rest is NaN).  Angle-type coordinates
+    are continuous in time and start at ``q0``'s turn."""
     u = np.asarray(u, dtype=np.float64).reshape(len(u), -1)
     n_t = len(u)
     states = np.full((n_t, model.state_size), np.nan)
@@ -33,7 +34,7 @@ def trajectory(model, q0: np.ndarray, qd0: np.ndarray, u: np.ndarray) -> dict[st
     angles = np.asarray(model.angles, dtype=bool)
     if angles.any() and ok.any():
         q[ok] = unwrap_from(q[ok], angles, np.asarray(q0, dtype=np.float64).reshape(-1))
-    return {"q": q, "qd": qd, "x": x}
+    return {"q": q, "qd": qd, "x": x, "states": states}
 
 
 def unwrap_from(q: np.ndarray, angles: np.ndarray, q0: np.ndarray) -> np.ndarray:
@@ -89,4 +90,8 @@ def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray
     # the importer sets the next input): u_0 at the start, u_{k-1} after
     u_applied = np.concatenate([u[:1], u[:-1]]) if len(u) else u
     res["envelope"] = artifact.envelope.distance(res["q"], res["qd"], u_applied)
+    extent = getattr(model, "extent", None)  # a kind's own validity range (local-PCA: its clusters' extent)
+    if extent is not None:
+        ok = np.isfinite(res["states"]).all(axis=1)
+        res["envelope"][ok] = np.maximum(res["envelope"][ok], extent(res["states"][ok]))
     return res

@@ -25,7 +25,11 @@ points spread over the training envelope; a difference above :data:`TOLERANCE` i
 (:class:`~mc2fmu.reduced.manifold.ManifoldModel`, the autoencoder reducer's) and neural-ODE
 models (:class:`~mc2fmu.reduced.charted.NodeModel`, the node reducer's: ``MC2FMU_NODE`` 1,
 the network and one RK4 step per sample in C, the chart's decoder for the poses, the
-acceleration and step checked like the manifold's); other kinds are refused with a message.
+acceleration and step checked like the manifold's) and local-PCA models
+(:class:`~mc2fmu.reduced.charted.LocalPcaModel`, the local-pca reducer's: ``MC2FMU_LPCA`` 1,
+``mc2fmu_lpca.h``: Algorithm 1 with the energy-preserving switch, the chart's encoder and
+decoder for ``q`` and ``qd``; co-simulation only; the start, a step with a forced switch and
+the chart's reading checked against numpy); other kinds are refused with a message.
 
 The FMU also carries the model artifact under ``resources/model/`` (not read by the C code;
 what `mc2fmu validate` and `mc2fmu simulate` read).
@@ -50,7 +54,7 @@ from ...errors import ExportError
 from ...files import write_zip
 from ...mechanics.natural import poses_from_nc
 from ...mechanics.rotations import matrix_to_quaternion
-from ...reduced.charted import NodeModel
+from ...reduced.charted import LocalPcaModel, NodeModel
 from ...reduced.envelope import LEAVE_THRESHOLD, sample_points
 from ...reduced.manifold import ManifoldModel, spring_force
 from ...reduced.spring_laws import HIDDEN as LAW_HIDDEN
@@ -59,7 +63,7 @@ from ..description import fmu_variables, model_description_fmi2, model_descripti
 
 log = logging.getLogger(__name__)
 
-SHARED_SOURCES = ("mc2fmu_native.h", "mc2fmu_dynamics.h")
+SHARED_SOURCES = ("mc2fmu_native.h", "mc2fmu_dynamics.h", "mc2fmu_lpca.h")
 GLUE = {2: "mc2fmu_fmi2.c", 3: "mc2fmu_fmi3.c"}
 #: portable flags: no -march=native, so the binary runs on any x86-64 (set $MC2FMU_CFLAGS to override)
 CFLAGS = ("-std=c99", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra")
@@ -170,11 +174,23 @@ def node_model(artifact) -> NodeModel | None:
     return model
 
 
+def local_pca_model(artifact) -> LocalPcaModel | None:
+    """The artifact's local-PCA model (None for another kind), if this backend can generate C for it."""
+    model = artifact.model
+    if not isinstance(model, LocalPcaModel):
+        return None
+    enc = model.chart.encoder
+    if enc is not None and enc.activation not in ACTIVATIONS:
+        raise ExportError(f"{artifact.path}: the native backend supports encoder activations {', '.join(ACTIVATIONS)}; "
+                          f"this model's chart has {enc.activation}")
+    return model
+
+
 def manifold_model(artifact) -> ManifoldModel:
-    """The decoder-manifold model whose decoder (and, unless the model is a node model, whose
-    dynamics) the C code carries: the artifact's model, or a node model's chart."""
-    node = node_model(artifact)
-    model = node.chart if node is not None else require_manifold(artifact)
+    """The decoder-manifold model whose decoder (and, for the autoencoder's own models, whose
+    dynamics) the C code carries: the artifact's model, or a node or local-PCA model's chart."""
+    charted = node_model(artifact) or local_pca_model(artifact)
+    model = charted.chart if charted is not None else require_manifold(artifact)
     if model.step_map_name not in ("centred", "paper") or model.decoder.activation not in ACTIVATIONS:
         raise ExportError(f"{artifact.path}: the native backend supports activations {', '.join(ACTIVATIONS)} and "
                           f"step maps centred/paper; this model has {model.decoder.activation}, {model.step_map_name}")
@@ -228,6 +244,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     n_t = 0 if lib is None else len(lib)
     env = artifact.envelope
     node = node_model(artifact)
+    lpca = local_pca_model(artifact)
     defines = {
         "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
         "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),
@@ -243,11 +260,20 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_LEAVE_THRESHOLD": _c_double(LEAVE_THRESHOLD),
         "MC2FMU_HAS_CS": int(interface in ("cs", "both")), "MC2FMU_HAS_ME": int(interface in ("me", "both")),
         "MC2FMU_NODE": f"{int(node is not None)} /* 1: the node reducer's neural ODE, the decoder for the poses */",
+        "MC2FMU_LPCA": f"{int(lpca is not None)} /* 1: the local-pca reducer's piecewise-linear ROM */",
     }
     if node is not None:
         net, sc = node.dynamics.net, node.dynamics.scales
         defines.update({"MC2FMU_NODE_NL": len(net.weights), "MC2FMU_NODE_WMAX": max(net.widths),
                         "MC2FMU_NODE_ACTIVATION": f"{ACTIVATIONS[net.activation]} /* {net.activation} */"})
+    if lpca is not None:
+        rom, chart = lpca.rom, lpca.chart
+        defines.update({"MC2FMU_LPCA_K": rom.clusters, "MC2FMU_LPCA_R": rom.r, "MC2FMU_LPCA_EPS": _c_double(rom.eps),
+                        "MC2FMU_ENC_LINEAR": int(chart.encoder is None)})
+        if chart.encoder is not None:
+            enc = chart.encoder
+            defines.update({"MC2FMU_ENC_NL": len(enc.weights), "MC2FMU_ENC_WMAX": max(enc.widths),
+                            "MC2FMU_ENC_ACTIVATION": f"{ACTIVATIONS[enc.activation]} /* {enc.activation} */"})
     arrays = [
         _array("int", "mc2fmu_angle", [int(a) for a in artifact.angles], comment="1: an angle coordinate (cos, sin in)"),
         _array("double", "mc2fmu_q_mean", model.q_mean),
@@ -316,6 +342,32 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
             arrays.append(_array("double", f"mc2fmu_node_{name}", np.asarray(getattr(sc, name)).ravel(),
                                  comment="node normalisation: features (v - mean) / scale, qdd = out * a_scale + a_mean"
                                  if name == "q_mean" else ""))
+    if lpca is not None:
+        arrays += [
+            _array("double", "mc2fmu_lpca_centroids", rom.centroids.ravel(), comment="local-PCA clusters (K): centroids mu_i (K x NX)"),
+            _array("double", "mc2fmu_lpca_bases", rom.bases.ravel(), comment="bases V_i, row-major NX x R per cluster"),
+            _array("double", "mc2fmu_lpca_M", rom.M.ravel(), comment="M_i = V_i^T M V_i (R x R per cluster)"),
+            _array("double", "mc2fmu_lpca_K", rom.K.ravel(), comment="K_i (R x R, symmetric PSD)"),
+            _array("double", "mc2fmu_lpca_c", rom.c.ravel(), comment="c_i (R)"),
+            _array("double", "mc2fmu_lpca_D", rom.D.ravel(), comment="D_i (R x R)"),
+            _array("double", "mc2fmu_lpca_P", rom.P.ravel(), comment="P_i: the springs' energy at the centroid"),
+            _array("double", "mc2fmu_lpca_radius", rom.radius.ravel(), comment="R_i: the cluster's extent (training samples' "
+                   "largest distance from mu_i)"),
+        ]
+        if chart.encoder is None:
+            arrays += [
+                _array("double", "mc2fmu_enc_E", chart.E.ravel(), comment="the chart's linear encoder q = E x + e0 (NQ x NX)"),
+                _array("double", "mc2fmu_enc_e0", chart.e0.ravel()),
+            ]
+        else:
+            arrays += [
+                _array("int", "mc2fmu_enc_width", enc.widths, per_line=16, comment="the chart's encoder: layer widths"),
+                _array("double", "mc2fmu_enc_W", [v for W in enc.weights for v in np.asarray(W).T.ravel()],
+                       comment="encoder: W^T per layer, row-major (in x out)"),
+                _array("double", "mc2fmu_enc_b", [v for b in enc.biases for v in np.asarray(b).ravel()]),
+                _array("double", "mc2fmu_enc_x_mean", chart.enc_x_mean, comment="encoder input (x - mean) / scale"),
+                _array("double", "mc2fmu_enc_x_scale", chart.enc_x_scale),
+            ]
     if n_t:
         arrays += [
             _array("int", "mc2fmu_lib_kind", lib.kinds.ravel(), per_line=3, comment="identified terms (NT): "
@@ -389,6 +441,12 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
         worst |= {"node rhs": 0.0, "node step": 0.0}
         fn_node = lib.mc2fmu_selftest_node
         fn_node.restype = None
+    lpca = local_pca_model(artifact)
+    if lpca is not None:
+        worst |= {"local-pca start": 0.0, "local-pca step": 0.0, "local-pca outputs": 0.0}
+        fn_lpca = lib.mc2fmu_selftest_lpca
+        fn_lpca.restype = None
+        rng = np.random.default_rng(3)
     springs = len(model.springs) > 0
     if springs:  # J^T f_spring(x, J qd) alone: a small spring force is checked on its own scale
         worst["springs"] = 0.0
@@ -427,6 +485,8 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
                 ref_q, ref_qd = node.dynamics.step(q[None], qd[None], uu)
                 worst["node rhs"] = max(worst["node rhs"], rel(a, node.acceleration(q[None], qd[None], uu)[0]))
             worst["node step"] = max(worst["node step"], rel(qn, ref_q[0]), rel(qdn, ref_qd[0]))
+        if lpca is not None:
+            worst = _check_local_pca(lpca, fn_lpca, rng, rx, rJ @ qd, u, p["u"][0], worst, rel, ptr)
         origin, rotation = poses_from_nc(artifact.layout, xv[None])
         ref_pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
         worst["poses"] = max(worst["poses"], rel(pose, ref_pose))
@@ -435,6 +495,37 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
         if not err <= TOLERANCE:
             raise ExportError(f"the generated C code's {name} differs from the reference by {err:.2e} (tolerance "
                               f"{TOLERANCE:g}); this is a bug in the native backend, please report it with the model")
+    return worst
+
+
+def _check_local_pca(lpca, fn, rng, x0, xd0, u, u_ref, worst, rel, ptr) -> dict[str, float]:
+    """One point of the local-PCA self-check: the start from ``(x0, xd0)``, one step from that
+    state put in a random cluster (usually not the nearest: the energy-preserving switch runs),
+    and the chart's reading of the result, C against :mod:`mc2fmu.reduced.local_linear`."""
+    from ...reduced.charted import chart_velocity
+    from ...reduced.local_linear import LocalState
+
+    rom, m, r = lpca.rom, lpca.dof, lpca.rom.r
+    ref0 = rom.initial_state(x0, xd0, u_ref)
+    i = int(rng.integers(rom.clusters))
+    q, qd = rom.project(i, x0), rom.bases[i].T @ xd0
+    s = LocalState(i, q, qd, rom.acceleration(i, q, qd, u_ref))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        ref1 = rom.step(s, u_ref)
+        x1, xd1 = rom.decode(ref1.cluster, ref1.q), rom.bases[ref1.cluster] @ ref1.qd
+        q1 = lpca.chart.encode(x1[None])
+        qd1 = chart_velocity(lpca.chart, q1, xd1[None])
+    start, nxt, obs = np.zeros(1 + 3 * r), np.zeros(1 + 3 * r), np.zeros(2 * m)
+    fn(ptr(np.ascontiguousarray(x0)), ptr(np.ascontiguousarray(xd0)), ptr(u), ctypes.c_int(i),
+       ptr(np.ascontiguousarray(s.q)), ptr(np.ascontiguousarray(s.qd)), ptr(np.ascontiguousarray(s.qdd)),
+       ptr(start), ptr(nxt), ptr(obs))
+
+    def packed(st):
+        return np.concatenate([[float(st.cluster)], st.q, st.qd, st.qdd])
+
+    worst["local-pca start"] = max(worst["local-pca start"], rel(start, packed(ref0)))
+    worst["local-pca step"] = max(worst["local-pca step"], rel(nxt, packed(ref1)))
+    worst["local-pca outputs"] = max(worst["local-pca outputs"], rel(obs, np.concatenate([q1[0], qd1[0]])))
     return worst
 
 

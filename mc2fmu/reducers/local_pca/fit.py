@@ -125,7 +125,7 @@ def fit_local_linear(x: np.ndarray, xd: np.ndarray, M: np.ndarray, forces: Force
     k = clusters
     V = np.zeros((k, n, modes))
     Mr, Kr, Dr = (np.zeros((k, modes, modes)) for _ in range(3))
-    cr, P = np.zeros((k, modes)), np.zeros(k)
+    cr, P, radius = np.zeros((k, modes)), np.zeros(k), np.zeros(k)
     small = []
     for i in range(k):
         members = labels == i
@@ -135,6 +135,7 @@ def fit_local_linear(x: np.ndarray, xd: np.ndarray, M: np.ndarray, forces: Force
             continue
         mu = Xi.mean(axis=0)
         centroids[i] = mu
+        radius[i] = float(np.sqrt(np.sum((Xi - mu) ** 2, axis=1)).max())
         U = np.linalg.svd((Xi - mu).T, full_matrices=False)[0]
         V[i] = U[:, :modes]
         Mr[i] = V[i].T @ M @ V[i]
@@ -147,4 +148,4 @@ def fit_local_linear(x: np.ndarray, xd: np.ndarray, M: np.ndarray, forces: Force
         P[i] = float(springs.energy(mu)) if springs is not None and len(springs) else 0.0
     if small:
         raise TrainingError([f"local-pca: {s}" for s in small] + ["use fewer --clusters or more training data"])
-    return LocalLinearModel(centroids, V, Mr, Kr, cr, Dr, P, no_springs, float(dt), eps)
+    return LocalLinearModel(centroids, V, Mr, Kr, cr, Dr, P, no_springs, float(dt), eps, radius)

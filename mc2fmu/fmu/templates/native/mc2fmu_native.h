@@ -53,6 +53,13 @@ typedef struct {
 #ifndef MC2FMU_NODE
 #define MC2FMU_NODE 0 /* 1: the dynamics are the node reducer's neural ODE, the decoder gives the poses */
 #endif
+#ifndef MC2FMU_LPCA
+#define MC2FMU_LPCA 0 /* 1: the local-pca reducer's piecewise-linear ROM (mc2fmu_lpca.h), co-simulation only */
+#endif
+#define MC2FMU_ONE_STEP (MC2FMU_NODE || MC2FMU_LPCA) /* q, qd at two grid points, Hermite between */
+#if MC2FMU_LPCA && MC2FMU_HAS_ME
+#error "a local-PCA model is discrete-time (Algorithm 1 switches clusters between steps): co-simulation only"
+#endif
 
 #if defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER)
 #define MC2FMU_RESTRICT __restrict
@@ -85,7 +92,7 @@ enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, M
 /* the numerics in double precision: mc2fmu_decode, mc2fmu_eval_terms, mc2fmu_acceleration, ... */
 #define mc2fmu_real double
 #define MC2FMU_(name) mc2fmu_##name
-#if MC2FMU_NODE /* the decoder-manifold dynamics are compiled but not run */
+#if MC2FMU_ONE_STEP /* the decoder-manifold dynamics are compiled but not run */
 #define MC2FMU_STATIC static MC2FMU_UNUSED
 #else
 #define MC2FMU_STATIC static
@@ -112,6 +119,10 @@ enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, M
 #undef MC2FMU_EXP
 #undef MC2FMU_SQRT
 #undef MC2FMU_LOG1P
+
+#if MC2FMU_LPCA
+#include "mc2fmu_lpca.h"
+#endif
 
 /* the same numerics on complex numbers (mc2fmu_cs_*), for the directional derivatives.  C99
    complex arithmetic is optional in C11 and absent from MSVC: there (or with
@@ -151,6 +162,13 @@ enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, M
 #define MC2FMU_HAS_DIRECTIONAL 0
 #endif
 
+static int mc2fmu_all_finite(const double *v, int n) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (!isfinite(v[i])) return 0;
+    return 1;
+}
+
 /* normalised distance outside the training envelope (0 inside; inf for a non-finite value) */
 static double mc2fmu_envelope_distance(const double *q, const double *qd, const double *u) {
     double v[MC2FMU_NE], out = 0.0;
@@ -179,7 +197,12 @@ typedef struct {
     double t0, time;
     int64_t k;                          /* grid index of the newest state (co-simulation) */
     double hist[3][MC2FMU_NQ];          /* q_{k-2}, q_{k-1}, q_k */
-    double hqd[2][MC2FMU_NQ];           /* node models: qd_{k-1}, qd_k (the RK4 state is q_k, qd_k) */
+    double hqd[2][MC2FMU_NQ];           /* one-step models: qd_{k-1}, qd_k (a node model's RK4 state is q_k, qd_k) */
+#if MC2FMU_LPCA
+    mc2fmu_lstate rom;                  /* the ROM's state at grid point k: cluster, q_r, qd_r, qdd_r */
+    double hx[2][MC2FMU_NX], hxd[2][MC2FMU_NX]; /* its natural coordinates x, xd at t_{k-1}, t_k */
+    double x_out[MC2FMU_NX];            /* x at the communication time (the poses) */
+#endif
     double u[MC2FMU_NU1];
     double q_start[MC2FMU_NQ], qd_start[MC2FMU_NQ];
     double q_out[MC2FMU_NQ], qd_out[MC2FMU_NQ]; /* co-simulation outputs at the communication time */
@@ -245,6 +268,10 @@ static void mc2fmu_reset(mc2fmu_core *c) {
         for (v = 0; v < MC2FMU_NQ; v++) c->s.hist[i][v] = NAN;
     for (i = 0; i < 2; i++)
         for (v = 0; v < MC2FMU_NQ; v++) c->s.hqd[i][v] = NAN;
+#if MC2FMU_LPCA
+    for (i = 0; i < 2; i++)
+        for (v = 0; v < MC2FMU_NX; v++) c->s.hx[i][v] = c->s.hxd[i][v] = NAN;
+#endif
     for (v = 0; v < MC2FMU_NV; v++) {
         const mc2fmu_variable *var = &mc2fmu_variables[v];
         if (var->role == MC2FMU_ROLE_INPUT) c->s.u[var->index] = var->start;
@@ -281,13 +308,35 @@ static void mc2fmu_check_envelope(mc2fmu_core *c, double t) {
 }
 
 /* co-simulation: q and qd at time t in (t_{k-1}, t_k], the quadratic through the last three
-   grid states (node models: the cubic Hermite polynomial of q_{k-1}, qd_{k-1}, q_k, qd_k); then
-   the envelope (poses are decoded lazily, when an output asks for them) */
+   grid states (node models: the cubic Hermite polynomial of q_{k-1}, qd_{k-1}, q_k, qd_k;
+   local-PCA models: that of their natural coordinates, read through the chart, since their q
+   and qd, a least-squares velocity, are not each other's derivative); then the envelope
+   (poses are decoded lazily, when an output asks for them) */
 static void mc2fmu_outputs(mc2fmu_core *c, double t) {
     const double dt = MC2FMU_DT;
     double s = (t - (c->s.t0 + (double)c->s.k * dt)) / dt;
     int i;
     if (fabs(s) < MC2FMU_GRID_TOL) s = 0.0;
+#if MC2FMU_LPCA
+    if (c->s.k == 0 || s == 0.0) {
+        memcpy(c->s.q_out, c->s.hist[2], sizeof c->s.q_out);
+        memcpy(c->s.qd_out, c->s.hqd[1], sizeof c->s.qd_out);
+        memcpy(c->s.x_out, c->s.hx[1], sizeof c->s.x_out);
+    } else {
+        const double r = s + 1.0;
+        double xd[MC2FMU_NX];
+        int n;
+        for (n = 0; n < MC2FMU_NX; n++) {
+            const double p0 = c->s.hx[0][n], p1 = c->s.hx[1][n], v0 = dt * c->s.hxd[0][n], v1 = dt * c->s.hxd[1][n];
+            c->s.x_out[n] = p0 * (2.0 * r * r * r - 3.0 * r * r + 1.0) + v0 * (r * r * r - 2.0 * r * r + r) +
+                            p1 * (3.0 * r * r - 2.0 * r * r * r) + v1 * (r * r * r - r * r);
+            xd[n] = (p0 * (6.0 * r * r - 6.0 * r) + v0 * (3.0 * r * r - 4.0 * r + 1.0) +
+                     p1 * (6.0 * r - 6.0 * r * r) + v1 * (3.0 * r * r - 2.0 * r)) / dt;
+        }
+        mc2fmu_chart_of(c->s.x_out, xd, c->s.hist[2], c->s.q_out, c->s.qd_out);
+    }
+    (void)i;
+#else
     for (i = 0; i < MC2FMU_NQ; i++) {
 #if MC2FMU_NODE
         if (c->s.k == 0 || s == 0.0) {
@@ -312,14 +361,24 @@ static void mc2fmu_outputs(mc2fmu_core *c, double t) {
         }
 #endif
     }
+#endif
     c->pose_valid = 0;
     c->s.envelope = mc2fmu_envelope_distance(c->s.q_out, c->s.qd_out, c->s.u);
+#if MC2FMU_LPCA /* and the active cluster's extent */
+    c->s.envelope = fmax(c->s.envelope, mc2fmu_lpca_extent(c->s.rom.cluster, c->s.x_out));
+#endif
     mc2fmu_check_envelope(c, t);
 }
 
 static void mc2fmu_rhs(mc2fmu_core *c, const double *q, const double *qd, double *qdd) {
 #if MC2FMU_NODE
     mc2fmu_node_acceleration(q, qd, c->s.u, qdd);
+#elif MC2FMU_LPCA /* no continuous right-hand side (the FMU is co-simulation only) */
+    int i;
+    (void)c;
+    (void)q;
+    (void)qd;
+    for (i = 0; i < MC2FMU_NQ; i++) qdd[i] = NAN;
 #else
     mc2fmu_eval_terms(q, c->s.u, &c->T);
     mc2fmu_acceleration(&c->T, qd, qdd);
@@ -360,6 +419,26 @@ static void mc2fmu_prime(mc2fmu_core *c) {
         c->s.hist[0][i] = NAN;
         c->s.hist[1][i] = c->s.hist[2][i] = c->s.q_start[i];
         c->s.hqd[0][i] = c->s.hqd[1][i] = c->s.qd_start[i];
+    }
+#elif MC2FMU_LPCA /* the start projected into the nearest cluster, read through the chart */
+    double x[MC2FMU_NX], xd[MC2FMU_NX], J[MC2FMU_NX * MC2FMU_NQ];
+    int i, n;
+    mc2fmu_decode_j(c->s.q_start, x, J);
+    for (n = 0; n < MC2FMU_NX; n++) {
+        double v = 0.0;
+        for (i = 0; i < MC2FMU_NQ; i++) v += J[n * MC2FMU_NQ + i] * c->s.qd_start[i];
+        xd[n] = v;
+    }
+    mc2fmu_lpca_start(x, xd, c->s.u, &c->s.rom);
+    mc2fmu_lpca_decode(c->s.rom.cluster, c->s.rom.q, c->s.hx[1]);
+    mc2fmu_lpca_velocity(c->s.rom.cluster, c->s.rom.qd, c->s.hxd[1]);
+    mc2fmu_chart_of(c->s.hx[1], c->s.hxd[1], c->s.q_start, c->s.hist[2], c->s.hqd[1]);
+    memcpy(c->s.hx[0], c->s.hx[1], sizeof c->s.hx[0]);
+    memcpy(c->s.hxd[0], c->s.hxd[1], sizeof c->s.hxd[0]);
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        c->s.hist[0][i] = NAN;
+        c->s.hist[1][i] = c->s.hist[2][i];
+        c->s.hqd[0][i] = c->s.hqd[1][i];
     }
 #else
     const double dt = MC2FMU_DT;
@@ -434,7 +513,34 @@ static int mc2fmu_do_step(mc2fmu_core *c, double current_time, double step_size)
         double q_next[MC2FMU_NQ];
         int finite = 1;
         if (c->s.k == 0) mc2fmu_prime(c);
-#if MC2FMU_NODE
+#if MC2FMU_LPCA
+        {
+            mc2fmu_lstate next = c->s.rom;
+            double qd_next[MC2FMU_NQ], x[MC2FMU_NX], xd[MC2FMU_NX];
+            mc2fmu_lpca_step(&next, c->s.u, MC2FMU_DT);
+            finite = mc2fmu_all_finite(next.q, MC2FMU_R) && mc2fmu_all_finite(next.qd, MC2FMU_R) &&
+                     mc2fmu_all_finite(next.qdd, MC2FMU_R);
+            if (finite) {
+                mc2fmu_lpca_decode(next.cluster, next.q, x);
+                mc2fmu_lpca_velocity(next.cluster, next.qd, xd);
+                mc2fmu_chart_of(x, xd, c->s.hist[2], q_next, qd_next);
+                for (i = 0; i < MC2FMU_NQ; i++) finite = finite && isfinite(q_next[i]) && isfinite(qd_next[i]);
+            } else {
+                for (i = 0; i < MC2FMU_NQ; i++) q_next[i] = NAN;
+            }
+            if (finite) { /* a failed step leaves the state as it was */
+                c->s.rom = next;
+                memcpy(c->s.hx[0], c->s.hx[1], sizeof c->s.hx[0]);
+                memcpy(c->s.hx[1], x, sizeof x);
+                memcpy(c->s.hxd[0], c->s.hxd[1], sizeof c->s.hxd[0]);
+                memcpy(c->s.hxd[1], xd, sizeof xd);
+                for (i = 0; i < MC2FMU_NQ; i++) {
+                    c->s.hqd[0][i] = c->s.hqd[1][i];
+                    c->s.hqd[1][i] = qd_next[i];
+                }
+            }
+        }
+#elif MC2FMU_NODE
         {
             double qd_next[MC2FMU_NQ];
             mc2fmu_node_step(c->s.hist[2], c->s.hqd[1], c->s.u, MC2FMU_DT, q_next, qd_next);
@@ -544,11 +650,15 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     case MC2FMU_ROLE_POSE:
         if (!c->pose_valid) {
             const double *q = mc2fmu_cur_q(c);
-            if (!MC2FMU_NODE && c->interface == MC2FMU_CS && mc2fmu_running(c) &&
+            if (!MC2FMU_ONE_STEP && c->interface == MC2FMU_CS && mc2fmu_running(c) &&
                 memcmp(q, c->s.hist[2], sizeof c->s.hist[2]) == 0) {
                 /* at a grid point: the next step evaluates its terms here anyway */
                 mc2fmu_eval_geometry(q, &c->T);
                 mc2fmu_poses(mc2fmu_terms_x(&c->T), c->pose);
+            } else if (MC2FMU_LPCA && mc2fmu_running(c)) {
+#if MC2FMU_LPCA
+                mc2fmu_poses(c->s.x_out, c->pose); /* the ROM's own natural coordinates */
+#endif
             } else {
                 double x[MC2FMU_NX];
                 mc2fmu_decode(q, x);
@@ -745,13 +855,6 @@ static uint64_t mc2fmu_token_hash(void) {
     return mc2fmu_fnv(1469598103934665603ULL, (const unsigned char *)p, strlen(p));
 }
 
-static int mc2fmu_all_finite(const double *v, int n) {
-    int i;
-    for (i = 0; i < n; i++)
-        if (!isfinite(v[i])) return 0;
-    return 1;
-}
-
 /* what must hold of a state for this build to run on it; NULL if it does */
 static const char *mc2fmu_state_problem(const mc2fmu_core *c, const mc2fmu_state *s) {
     const int running = s->phase == MC2FMU_RUNNING || s->phase == MC2FMU_TERMINATED;
@@ -770,8 +873,18 @@ static const char *mc2fmu_state_problem(const mc2fmu_core *c, const mc2fmu_state
         if (!mc2fmu_all_finite(s->hist[1], MC2FMU_NQ) || !mc2fmu_all_finite(s->hist[2], MC2FMU_NQ) ||
             (s->k > 0 && !mc2fmu_all_finite(s->hist[0], MC2FMU_NQ)))
             return "a non-finite history";
-        if (MC2FMU_NODE && (!mc2fmu_all_finite(s->hqd[1], MC2FMU_NQ) || (s->k > 0 && !mc2fmu_all_finite(s->hqd[0], MC2FMU_NQ))))
+        if (MC2FMU_ONE_STEP && (!mc2fmu_all_finite(s->hqd[1], MC2FMU_NQ) || (s->k > 0 && !mc2fmu_all_finite(s->hqd[0], MC2FMU_NQ))))
             return "a non-finite velocity history";
+#if MC2FMU_LPCA
+        if (s->rom.cluster < 0 || s->rom.cluster >= MC2FMU_LPCA_K) return "a cluster the model does not have";
+        if (!mc2fmu_all_finite(s->rom.q, MC2FMU_R) || !mc2fmu_all_finite(s->rom.qd, MC2FMU_R) ||
+            !mc2fmu_all_finite(s->rom.qdd, MC2FMU_R))
+            return "a non-finite local-PCA state";
+        if (!mc2fmu_all_finite(s->hx[1], MC2FMU_NX) || !mc2fmu_all_finite(s->hxd[1], MC2FMU_NX) ||
+            (s->k > 0 && (!mc2fmu_all_finite(s->hx[0], MC2FMU_NX) || !mc2fmu_all_finite(s->hxd[0], MC2FMU_NX))) ||
+            !mc2fmu_all_finite(s->x_out, MC2FMU_NX))
+            return "a non-finite natural-coordinate history";
+#endif
         if (!mc2fmu_all_finite(s->q_out, MC2FMU_NQ) || !mc2fmu_all_finite(s->qd_out, MC2FMU_NQ))
             return "non-finite outputs";
     }
@@ -869,6 +982,37 @@ void mc2fmu_selftest_node(const double *q, const double *qd, const double *u, do
                           double *qd_next) {
     mc2fmu_node_acceleration(q, qd, u, qdd);
     mc2fmu_node_step(q, qd, u, MC2FMU_DT, q_next, qd_next);
+}
+#endif
+
+#if MC2FMU_LPCA
+/* the local-PCA ROM from one state: the start from (x0, xd0), one step of Algorithm 1 (a switch
+   when `cluster` is not the nearest) and the chart's reading of the result */
+#if defined(__GNUC__)
+__attribute__((visibility("default")))
+#endif
+void mc2fmu_selftest_lpca(const double *x0, const double *xd0, const double *u, int cluster, const double *q,
+                          const double *qd, const double *qdd, double *start, double *next, double *observed) {
+    mc2fmu_lstate s;
+    double x[MC2FMU_NX], xd[MC2FMU_NX];
+    mc2fmu_lpca_start(x0, xd0, u, &s);
+    start[0] = s.cluster;
+    memcpy(start + 1, s.q, sizeof s.q);
+    memcpy(start + 1 + MC2FMU_R, s.qd, sizeof s.qd);
+    memcpy(start + 1 + 2 * MC2FMU_R, s.qdd, sizeof s.qdd);
+    s.cluster = cluster;
+    memcpy(s.q, q, sizeof s.q);
+    memcpy(s.qd, qd, sizeof s.qd);
+    memcpy(s.qdd, qdd, sizeof s.qdd);
+    mc2fmu_lpca_step(&s, u, MC2FMU_DT);
+    next[0] = s.cluster;
+    memcpy(next + 1, s.q, sizeof s.q);
+    memcpy(next + 1 + MC2FMU_R, s.qd, sizeof s.qd);
+    memcpy(next + 1 + 2 * MC2FMU_R, s.qdd, sizeof s.qdd);
+    mc2fmu_lpca_decode(s.cluster, s.q, x);
+    mc2fmu_lpca_velocity(s.cluster, s.qd, xd);
+    mc2fmu_encode(x, observed); /* q_near: the encoder's own turn */
+    mc2fmu_chart_of(x, xd, observed, observed, observed + MC2FMU_NQ);
 }
 #endif
 
