@@ -169,6 +169,8 @@ def test_controller_designed_on_the_reduced_model_tracks_on_the_full_model(defau
     assert r["difference"] < 0.25 * r["peak"]["fmu"]  # the responses agree far better than either tracks
     assert np.ptp(r["engine"]["theta"]) > 0.9 * swing  # it moved the whole swing
     assert not r["left_envelope"] and (tmp_path / "loop.png").stat().st_size > 10_000
+    # the same FMU and controller in libcosim: the same closed loop (every sample)
+    assert r["libcosim"] is not None and r["libcosim_difference"] <= 1e-12
 
 
 def test_engine_frequency_fit_recovers_damped_and_undamped_modes():

@@ -21,7 +21,10 @@ spatial_four_bar):
    angle.  The reference is ``theta_ref = amplitude (1 - cos 2 pi f t) / 2``: from rest at the
    equilibrium, inside the training range.
 2. **The reduced plant:** the model's native FMU in fmpy (co-simulation, 1 ms steps), the
-   crank angle from its pose outputs.
+   crank angle from its pose outputs; and the same FMU in libcosim (the Open Simulation
+   Platform's co-simulation engine, ``libcosimpy``, when installed): the controller overrides
+   the input and reads the outputs through libcosim's manipulator and observer, one engine
+   step per sample.
 3. **The full plant:** the mechanism in Exudyn (all bodies, index-3 joints, 0.1 ms steps), the
    same controller reading the crank's rotation at the same 1 ms samples.
 
@@ -211,6 +214,49 @@ def run_fmu(fmu_path: Path, design: Design, controller: Controller, body: str, n
     return {"theta": theta, "tau": tau, "envelope": envelope, "us_per_step": 1e6 * spent / n}
 
 
+def run_libcosim(fmu_path: Path, design: Design, controller: Controller, body: str, n: int) -> dict | None:
+    """The reduced plant in libcosim (None when libcosimpy is not installed): the FMU as a
+    local slave, the controller's torque set through an override manipulator before each
+    1 ms step, the pose read through a last-value observer after it.  libcosim initialises the
+    slave at its first step, so the first sample is the FMU's start pose (``q_start``'s
+    decoded crank), which is what fmpy reads at t = 0."""
+    try:
+        from libcosimpy.CosimExecution import CosimExecution
+        from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
+        from libcosimpy.CosimManipulator import CosimManipulator
+        from libcosimpy.CosimObserver import CosimObserver
+        from libcosimpy.CosimSlave import CosimLocalSlave
+    except ImportError:
+        return None
+    from fmpy import read_model_description
+
+    log_output_level(CosimLogLevel.WARNING)  # not libcosim's debug lines on every load and release
+    md = read_model_description(fmu_path)
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    starts = [float(v.start) for v in md.modelVariables if v.name.startswith("q_start")]
+    quat = [vr[f"{body}.q{c}"] for c in "wxyz"]
+    (inp,) = [v.valueReference for v in md.modelVariables if v.causality == "input"]
+    ex = CosimExecution.from_step_size(step_size=int(round(CONTROL_STEP * 1e9)))
+    idx = ex.add_local_slave(CosimLocalSlave(fmu_path=str(fmu_path), instance_name="plant"))
+    manip = CosimManipulator.create_override()
+    ex.add_manipulator(manip)
+    obs = CosimObserver.create_last_value()
+    ex.add_observer(obs)
+    theta, tau = np.zeros(n + 1), np.zeros(n)
+    theta[0] = design.theta(starts[0])
+    spent = 0.0
+    for k in range(n):
+        tau[k] = controller(k * CONTROL_STEP, theta[k])
+        t0 = time.perf_counter()
+        manip.slave_real_values(idx, [inp], [tau[k]])
+        if not ex.step():
+            raise RuntimeError(f"libcosim: the step at t = {k * CONTROL_STEP:.3f} s failed")
+        spent += time.perf_counter() - t0
+        R = quaternion_matrix(*obs.last_real_values(idx, quat))
+        theta[k + 1] = crank_angle(R, design.rotation0, design.axis, design.k)
+    return {"theta": theta, "tau": tau, "us_per_step": 1e6 * spent / n}
+
+
 def run_engine(mechanism: str, design: Design, controller: Controller, n: int, step: float = 1e-4) -> dict:
     """The full plant: the mechanism in Exudyn; the controller samples the crank at the start of
     every 10th solver step and holds its torque (a pre-step user function)."""
@@ -310,6 +356,7 @@ def main(argv=None) -> dict:
         design = Design(model_dir, args.mechanism)
         n = int(round(args.seconds / CONTROL_STEP))
         reduced = run_fmu(fmu, design, Controller(design, args.amplitude, args.frequency), design.body_name, n)
+        cosim = run_libcosim(fmu, design, Controller(design, args.amplitude, args.frequency), design.body_name, n)
         full = run_engine(args.mechanism, design, Controller(design, args.amplitude, args.frequency), n)
     t = np.arange(n + 1) * CONTROL_STEP
     ref = Controller(design, args.amplitude, args.frequency).reference(t)[0]
@@ -318,12 +365,18 @@ def main(argv=None) -> dict:
     result = {"mechanism": args.mechanism, "t": t, "reference": ref, "fmu": reduced, "engine": full, "K": design.K,
               "closed_loop_hz": design.modes_hz, "rms": rms, "peak": peak,
               "ratio": rms["engine"] / rms["fmu"], "left_envelope": bool(np.max(reduced["envelope"]) > 0.01),
-              "difference": float(np.max(np.abs(reduced["theta"] - full["theta"])))}
+              "difference": float(np.max(np.abs(reduced["theta"] - full["theta"]))), "libcosim": cosim}
+    if cosim is not None:  # the same FMU and controller in another engine: the same closed loop
+        rms["libcosim"] = float(np.sqrt(np.mean((cosim["theta"] - ref) ** 2)))
+        result["libcosim_difference"] = float(np.max(np.abs(cosim["theta"] - reduced["theta"])))
     print(f"{args.mechanism}: LQR gains K = [{design.K[0]:.3g} N m/rad, {design.K[1]:.3g} N m s/rad], "
           f"closed-loop modes {', '.join(f'{f:.2f}' for f in design.modes_hz)} Hz")
     print(f"  {'plant':<26}{'rms error':>12}{'peak error':>12}{'us per 1 ms step':>18}")
     for key, label in (("fmu", "reduced model (FMU)"), ("engine", "full model (Exudyn)")):
         print(f"  {label:<26}{1e3 * rms[key]:>9.3f} mrad{1e3 * peak[key]:>8.3f} mrad{result[key]['us_per_step']:>18.1f}")
+    if cosim is not None:
+        print(f"  {'reduced model (libcosim)':<26}{1e3 * rms['libcosim']:>9.3f} mrad{'':>13}{cosim['us_per_step']:>18.1f}"
+              f"  (differs from fmpy's by {1e3 * result['libcosim_difference']:.2g} mrad)")
     print(f"  full / reduced rms error: {result['ratio']:.2f}; the two responses differ by at most "
           f"{1e3 * result['difference']:.4f} mrad"
           + ("  (the reduced model left its training envelope)" if result["left_envelope"] else ""))

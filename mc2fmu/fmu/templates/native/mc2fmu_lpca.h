@@ -334,7 +334,7 @@ static void mc2fmu_level_point(const double *qc, const double *N, const double *
 static int mc2fmu_nearest_on_level_set(const mc2fmu_quadratic *e, double level, const double *qc, const double *N,
                                        int nn, double *q) {
     mc2fmu_secular S;
-    double H[MC2FMU_RB2], Q[MC2FMU_RB2], g[MC2FMU_RB], grad[MC2FMU_RB], lo, hi, a, b, lam, pmax = 0.0, nmin = 0.0;
+    double H[MC2FMU_RB2] = {0.0}, Q[MC2FMU_RB2] = {0.0}, g[MC2FMU_RB] = {0.0}, grad[MC2FMU_RB] = {0.0}, lo, hi, a, b, lam, pmax = 0.0, nmin = 0.0;
     int r, t, k, l, any = 0, all_pos = 1, has_pos = 0, has_neg = 0, it;
     memcpy(q, qc, sizeof(double) * MC2FMU_R);
     S.phi0 = mc2fmu_quad(e, qc) - level;
@@ -463,9 +463,9 @@ static void mc2fmu_lpca_switch(mc2fmu_lstate *s, int j) {
     const int i = s->cluster;
     const double *Vi = mc2fmu_lpca_V(i), *Vj = mc2fmu_lpca_V(j);
     const double *mu_j = mc2fmu_lpca_centroids + (size_t)j * MC2FMU_NX;
-    double G[MC2FMU_RB2], Am[MC2FMU_RB2], w[MC2FMU_RB], Zr[MC2FMU_RB2], Z[MC2FMU_RB2], sv[MC2FMU_RB], Yd[MC2FMU_RB2];
-    double N[MC2FMU_RB2], x[MC2FMU_NX], v[MC2FMU_NX], t1[MC2FMU_RB], t2[MC2FMU_RB], tq[MC2FMU_RB], tv[MC2FMU_RB];
-    double dq[MC2FMU_RB], dv[MC2FMU_RB], qc[MC2FMU_RB], vc[MC2FMU_RB], a[MC2FMU_NX];
+    double G[MC2FMU_RB2], Am[MC2FMU_RB2], w[MC2FMU_RB], Zr[MC2FMU_RB2], Z[MC2FMU_RB2], sv[MC2FMU_RB], Yd[MC2FMU_RB2] = {0.0};
+    double N[MC2FMU_RB2] = {0.0}, x[MC2FMU_NX], v[MC2FMU_NX], t1[MC2FMU_RB], t2[MC2FMU_RB], tq[MC2FMU_RB], tv[MC2FMU_RB];
+    double dq[MC2FMU_RB] = {0.0}, dv[MC2FMU_RB] = {0.0}, qc[MC2FMU_RB], vc[MC2FMU_RB], a[MC2FMU_NX];
     mc2fmu_quadratic ei, ej;
     double level_q, level_v;
     int r, t, k, n, nd = 0;
