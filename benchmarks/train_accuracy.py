@@ -2,7 +2,8 @@
 
     python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
                                         [--loss sim|appendix] [--rollout K] [--rollout-weight W]
-                                        [--warmup rec|none] [--no-cost] [--plots DIR]
+                                        [--warmup rec|none] [--hidden W,W] [--lbfgs-iters N]
+                                        [--no-cost] [--plots DIR]
 
 For each mechanism: train on the `train` run (`mc2fmu train` defaults), roll the model out
 on all four runs from their initial states, and print position NRMSE (%), max rotation
@@ -147,6 +148,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rollout", type=int, default=0, metavar="K", help="rollout steps in the loss (mc2fmu train --rollout)")
     ap.add_argument("--rollout-weight", type=float, default=1.0)
     ap.add_argument("--warmup", default="rec", help="rec (default) or none (mc2fmu train --warmup)")
+    ap.add_argument("--hidden", default="", metavar="W,W", help="decoder hidden widths (mc2fmu train --hidden)")
+    ap.add_argument("--lbfgs-iters", type=int, default=None, metavar="N", help="mc2fmu train --lbfgs-iters")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     ap.add_argument("--no-cost", action="store_true", help="skip the native FMU's cost per step")
     ap.add_argument("--plots", default=None, metavar="DIR", help="error-over-time plots (default OUT/plots)")
@@ -158,11 +161,17 @@ def main(argv=None) -> int:
         per_mode = {}
         for mode in args.modes.split(","):
             coords = KNOWN[name] if mode == "known" else ()
+            extra = {}
+            if args.hidden:
+                extra["hidden"] = tuple(int(w) for w in args.hidden.split(","))
+            if args.lbfgs_iters is not None:
+                extra["lbfgs_iters"] = args.lbfgs_iters
             cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
-                              rollout_steps=args.rollout, rollout_weight=args.rollout_weight, warmup=args.warmup)
+                              rollout_steps=args.rollout, rollout_weight=args.rollout_weight, warmup=args.warmup, **extra)
             # the defaults' models are <name>-<mode>-w1, which fmu_accuracy.py and the tests read
             variant = "" if (args.loss, args.rollout, args.rollout_weight, args.warmup) == ("sim", 0, 1.0, "rec") else \
                 f"-{args.loss}-k{args.rollout}-rw{args.rollout_weight:g}-{args.warmup}"
+            variant += "".join(f"-{k}{'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in extra.items())
             model_dir = Path(args.out) / f"{name}-{mode}-w{args.dyn_weight:g}{variant}"
             t0 = time.perf_counter()
             art = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], cfg, model_dir)
@@ -177,16 +186,17 @@ def main(argv=None) -> int:
     print()
     print("train s: the optimisation alone; fit s: `mc2fmu train` as a whole (data, training, ONNX graphs, writing)")
     print("native us/step: the native FMU in the plain-C host, 1 ms steps of the low run, q only")
-    print("| mechanism | mode | loss | rollout K | train s | fit s | epochs (Adam+L-BFGS) | native us/step | run | NRMSE % "
-          "| max rot err rad | envelope flag s | error > 10 % at s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| mechanism | mode | loss | rollout K | decoder | train s | fit s | epochs (Adam+L-BFGS) | native us/step | run "
+          "| NRMSE % | max rot err rad | envelope flag s | error > 10 % at s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, mode, train_s, art, res, cost in rows:
         c = art.training["config"]
         opt_s = art.training["metrics"]["train_seconds"]
         for exc, r in res.items():
             flag = "-" if r["flag"] is None else f"{r['flag']:.3f}"
             err10 = "-" if r["err10"] is None else f"{r['err10']:.3f}"
-            print(f"| {name} | {mode} | {c['loss']} | {c['rollout_steps']} | {opt_s:.0f} | {train_s:.0f} | "
+            hidden = "x".join(map(str, art.training["config"].get("hidden") or ())) or "default"
+            print(f"| {name} | {mode} | {c['loss']} | {c['rollout_steps']} | {hidden} | {opt_s:.0f} | {train_s:.0f} | "
                   f"{c['adam_epochs']}+{c['lbfgs_iters']} | {cost:.2f} | {exc} | {100 * r['nrmse']:.3f} | {r['rot']:.2e} | {flag} | {err10} |")
     return 0
 
