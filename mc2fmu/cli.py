@@ -475,6 +475,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if "train_seconds" in m:
         parts = [f"{m['train_seconds']:.1f} s"] + ([f"loss: {terms}"] if terms else [])
         parts += [f"validation {m['val_loss']:.3e}"] if "val_loss" in m else []
+        parts += [f"{m['lbfgs_iterations']} L-BFGS iterations"] if m.get("lbfgs_iterations") else []
         print("  " + ", ".join(parts))
     for name, r in (m.get("spring_law_residual") or {}).items():
         print(f"  spring '{name}': learned law, rms tension residual {100 * r:.3f} % of the recorded tension")

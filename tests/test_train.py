@@ -736,3 +736,52 @@ def test_hull_coordinates_give_the_natural_coordinate_loss(toy_mechanism, toy_ru
         natural = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, W)).terms(W)
     for key in ("rec", "dyn"):
         assert float(natural[key]) > 1e-6 and abs(float(hull[key]) / float(natural[key]) - 1) < 1e-9, key
+
+
+def test_the_lbfgs_convergence_rule():
+    """Converged once the best validation loss fell by less than tol over the last window of
+    iterations: a plateau stops, steady progress or a late improvement does not, tol 0 never."""
+    from mc2fmu.reducers.autoencoder.training import lbfgs_converged
+
+    def hist(vals):
+        return [{"stage": "adam", "iter": 1, "val": 1.0}] + [
+            {"stage": "lbfgs", "iter": 20 * (i + 1), "val": v} for i, v in enumerate(vals)]
+
+    falling = [0.9 ** i for i in range(40)]  # 10 % per 20 iterations
+    assert not lbfgs_converged(hist(falling), 0.05)
+    plateau = falling[:20] + [falling[19] * (1 - 1e-4 * i) for i in range(1, 21)]  # 0.2 % over the last 400
+    assert lbfgs_converged(hist(plateau), 0.05)
+    assert not lbfgs_converged(hist(plateau), 0.0)
+    assert not lbfgs_converged(hist(plateau[:19]), 0.05)  # fewer iterations than the window
+    late = plateau[:-1] + [0.5 * plateau[-2]]  # a late improvement counts
+    assert not lbfgs_converged(hist(late), 0.05)
+    noisy = plateau[:30] + [2.0] * 10  # the best value so far counts, not the last one
+    assert lbfgs_converged(hist(noisy), 0.05)
+
+
+def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mechanism, toy_run, tmp_path):
+    """A tiny model on the toy data converges long before a 3000-iteration budget: training
+    stops at the first chunk where the rule holds (not before), records how far it went, and a
+    run interrupted in L-BFGS and resumed ends with the same weights and iteration count."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import lbfgs_converged, train
+    from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
+
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(**{**TINY, "lbfgs_iters": 3000})
+    result = train(ds, cfg)
+    done = result.metrics["lbfgs_iterations"]
+    assert 400 <= done < 3000
+    lb = [e for e in result.history if e["stage"] == "lbfgs"]
+    assert lb[-1]["iter"] == done
+    assert lbfgs_converged(result.history, cfg.lbfgs_tol)
+    assert not lbfgs_converged(result.history[:-1], cfg.lbfgs_tol)
+    path = tmp_path / "m.checkpoint.pt"
+    with pytest.raises(TrainingInterrupted):
+        train(ds, cfg, _interrupt_at(8), Checkpointer(path, 0.0))
+    resumed = train(ds, cfg, None, Checkpointer(path, 0.0, resume=True))
+    assert resumed.metrics["lbfgs_iterations"] == done
+    reference = _weights(result.model)
+    for k, v in _weights(resumed.model).items():
+        assert torch.equal(v, reference[k]), k

@@ -66,7 +66,12 @@ class TrainConfig:
         "--warmup", "rec (default): the Adam epochs fit the reconstruction alone, a kinematic start for the "
         "L-BFGS phase on the full loss; none: the full loss from the start", choices=lambda: WARMUPS))
     adam_lr: float = field(default=3e-3, metadata=_opt("--lr", "Adam learning rate (default 3e-3)"))
-    lbfgs_iters: int = field(default=2000, metadata=_opt("--lbfgs-iters", "L-BFGS iterations (default 2000)"))
+    lbfgs_iters: int = field(default=6000, metadata=_opt(
+        "--lbfgs-iters", "L-BFGS iterations at most (default 6000; training stops earlier once converged, see "
+        "--lbfgs-tol)"))
+    lbfgs_tol: float = field(default=0.05, metadata=_opt(
+        "--lbfgs-tol", "stop L-BFGS once the best validation loss fell by less than this fraction over the last 400 "
+        "iterations (default 0.05; 0: run all --lbfgs-iters)"))
     loss: str = field(default="sim", metadata=_opt(
         "--loss", "sim (default): L_rec + L_dyn, the step map's one-step residual; appendix: the paper appendix's "
         "L_rec + L_vel + L_acc (decoded velocities/accelerations against the data)", choices=lambda: LOSSES))
@@ -131,6 +136,8 @@ class TrainConfig:
             problems.append(f"--identify-iters {self.identify_iters}: must be >= 0")
         if self.rollout_steps < 0:
             problems.append(f"--rollout {self.rollout_steps}: the number of rollout steps must be >= 0 (0: off)")
+        if not (math.isfinite(self.lbfgs_tol) and 0 <= self.lbfgs_tol < 1):
+            problems.append(f"--lbfgs-tol {self.lbfgs_tol}: the relative improvement must be in [0, 1) (0: no early stop)")
         if not (math.isfinite(self.hull_tol) and 0 <= self.hull_tol < 1):
             problems.append(f"hull_tol {self.hull_tol}: must be in [0, 1) (0: no hull)")
         for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight"):
