@@ -28,14 +28,14 @@ LOG_CATEGORIES = {
 
 
 def require_manifold(artifact):
-    """The artifact's decoder-manifold model (a kind both backends export; node models are
-    taken by each backend itself, other kinds refused here with a message)."""
+    """The artifact's decoder-manifold model (node and local-PCA models are taken by each
+    backend itself; any other kind is refused here with a message)."""
     from ..reduced.manifold import ManifoldModel
 
     model = artifact.model
     if not isinstance(model, ManifoldModel):
         raise ExportError(f"{artifact.path}: a '{artifact.reducer}' model (kind '{model.kind}'); FMUs are exported "
-                          "for the autoencoder and node reducers' models so far; run this one with `mc2fmu simulate`")
+                          "for the autoencoder, node and local-pca reducers' models; run this one with `mc2fmu simulate`")
     return model
 
 
