@@ -663,6 +663,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
 
     last = snapshot(first) if checkpoint else None
     lbfgs_parts: dict = {}
+    announced = {"converged": False}  # the progress line said so (not part of the training state)
 
     def closure():
         lbfgs.zero_grad()
@@ -688,7 +689,13 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
                     record("adam", it + 1, loss.item(), parts)
             elif stage == "lbfgs":
                 if lbfgs_converged(history, cfg.lbfgs_tol):
-                    continue  # converged: the rest of the L-BFGS budget is skipped (decided from the history alone)
+                    # converged: the rest of the L-BFGS budget is skipped (decided from the history alone)
+                    if progress and not announced["converged"]:
+                        announced["converged"] = True
+                        done_its = [e["iter"] for e in history if e["stage"] == "lbfgs"][-1]
+                        progress({"stage": "lbfgs converged at", "iter": done_its, "loss": None, "val": None,
+                                  "done": offset["identify"] / total, "elapsed": time.perf_counter() - t0})
+                    continue
                 if lbfgs is None:  # from Adam's best weights
                     model.load_state_dict(best["state"])
                     if cfg.identify:  # every term of the library, from zero, trained with the model
