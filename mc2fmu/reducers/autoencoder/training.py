@@ -674,11 +674,20 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
 
     try:
         for step in range(first, len(steps)):
+            stage, it = steps[step]
+            if stage == "lbfgs" and lbfgs_converged(history, cfg.lbfgs_tol):
+                # converged: the rest of the L-BFGS budget is skipped (decided from the history
+                # alone, so a resumed run skips the same steps; no snapshot for a skipped step)
+                if progress and not announced["converged"]:
+                    announced["converged"] = True
+                    done_its = [e["iter"] for e in history if e["stage"] == "lbfgs"][-1]
+                    progress({"stage": "lbfgs converged at", "iter": done_its, "loss": None, "val": None,
+                              "done": offset["identify"] / total, "elapsed": time.perf_counter() - t0})
+                continue
             if checkpoint:
                 last = snapshot(step)
                 if checkpoint.due():
                     write_checkpoint(checkpoint, last)
-            stage, it = steps[step]
             if stage == "adam":
                 opt.zero_grad()
                 loss, parts = loss_fn(train_set, kinematic_only=warm)
@@ -688,14 +697,6 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
                 if it % 25 == 0 or it == cfg.adam_epochs - 1:
                     record("adam", it + 1, loss.item(), parts)
             elif stage == "lbfgs":
-                if lbfgs_converged(history, cfg.lbfgs_tol):
-                    # converged: the rest of the L-BFGS budget is skipped (decided from the history alone)
-                    if progress and not announced["converged"]:
-                        announced["converged"] = True
-                        done_its = [e["iter"] for e in history if e["stage"] == "lbfgs"][-1]
-                        progress({"stage": "lbfgs converged at", "iter": done_its, "loss": None, "val": None,
-                                  "done": offset["identify"] / total, "elapsed": time.perf_counter() - t0})
-                    continue
                 if lbfgs is None:  # from Adam's best weights
                     model.load_state_dict(best["state"])
                     if cfg.identify:  # every term of the library, from zero, trained with the model
