@@ -302,12 +302,9 @@ def _local_pca_switches(art, start: dict, blocks: list, t_end: float) -> np.ndar
     q0 = np.array([v for k, v in sorted(start.items()) if k.startswith("q_start")])
     qd0 = np.array([v for k, v in sorted(start.items()) if k.startswith("qd_start")])
     n = int(round(t_end / art.dt))
-    u = np.array([blocks[int(k * art.dt / 0.01 + 1e-9)] for k in range(n)])
-    s = model.start(q0, qd0, u[0])
-    clusters = [s[0]]
-    for k in range(n):
-        s = model.advance(s, u[k])
-        clusters.append(s[0])
+    u = np.array([blocks[min(int(k * art.dt / 0.01 + 1e-9), len(blocks) - 1)] for k in range(n + 1)])
+    clusters = trajectory(model, q0, qd0, u)["states"][:, 0]  # the state's first entry: the active cluster
+    assert np.isfinite(clusters).all()
     return np.flatnonzero(np.diff(clusters)) + 1
 
 

@@ -90,9 +90,10 @@ static void mc2fmu_jacobi_eigh(double *A, int n, double *w, double *V) {
     }
 }
 
-/* y = A^-1 b for a small symmetric positive definite n x n A (row-major): Cholesky */
+/* y = A^-1 b for a cluster's R x R symmetric positive definite A (row-major): Cholesky (the
+   dynamics' mc2fmu_cholesky_solve is the same for the NQ x NQ systems) */
 static void mc2fmu_spd_solve(const double *A, const double *b, double *y, int n) {
-    double L[MC2FMU_RB2 > MC2FMU_NQ2 ? MC2FMU_RB2 : MC2FMU_NQ2], z[MC2FMU_RB > MC2FMU_NQ ? MC2FMU_RB : MC2FMU_NQ];
+    double L[MC2FMU_RB2], z[MC2FMU_RB];
     int i, j, k;
     for (j = 0; j < n; j++) {
         double s = A[j * n + j];
@@ -311,21 +312,29 @@ static double mc2fmu_brent(const mc2fmu_secular *S, double a, double b) {
     return b;
 }
 
-/* q = q_c + N Q z with z_k = -lam gt_k / (1 + lam h_k) */
-static void mc2fmu_level_point(const double *qc, const double *N, const double *Q, const mc2fmu_secular *S,
-                               double lam, double *q) {
-    double z[MC2FMU_RB] = {0.0}, y[MC2FMU_RB] = {0.0};
+/* q = q_c + N Q z (N: R x nn with row stride R, Q: nn x nn) */
+static void mc2fmu_level_combine(const double *qc, const double *N, const double *Q, int nn, const double *z,
+                                 double *q) {
+    double y[MC2FMU_RB] = {0.0};
     int r, k, l;
-    for (k = 0; k < S->nn; k++) z[k] = -lam * S->gt[k] / (1.0 + lam * S->h[k]);
-    for (l = 0; l < S->nn; l++) {
+    for (l = 0; l < nn; l++) {
         y[l] = 0.0;
-        for (k = 0; k < S->nn; k++) y[l] += Q[l * S->nn + k] * z[k];
+        for (k = 0; k < nn; k++) y[l] += Q[l * nn + k] * z[k];
     }
     for (r = 0; r < MC2FMU_R; r++) {
         double s = qc[r];
-        for (l = 0; l < S->nn; l++) s += N[r * MC2FMU_R + l] * y[l];
+        for (l = 0; l < nn; l++) s += N[r * MC2FMU_R + l] * y[l];
         q[r] = s;
     }
+}
+
+/* the point of the secular equation's branch at lam: z_k = -lam gt_k / (1 + lam h_k) */
+static void mc2fmu_level_point(const double *qc, const double *N, const double *Q, const mc2fmu_secular *S,
+                               double lam, double *q) {
+    double z[MC2FMU_RB] = {0.0};
+    int k;
+    for (k = 0; k < S->nn; k++) z[k] = -lam * S->gt[k] / (1.0 + lam * S->h[k]);
+    mc2fmu_level_combine(qc, N, Q, S->nn, z, q);
 }
 
 /* the q nearest `target` with e(q) = level on the affine set q = q_c + N w (N: R x nn, row-major
@@ -386,17 +395,9 @@ static int mc2fmu_nearest_on_level_set(const mc2fmu_quadratic *e, double level, 
             for (k = 0; k < nn; k++)
                 if (S.gt[k] != 0.0) m -= S.gt[k] * S.gt[k] / (2.0 * S.h[k]);
             if (m >= 0.0) { /* below the minimum: out of reach, the minimiser */
-                double zt[MC2FMU_RB];
+                double zt[MC2FMU_RB] = {0.0};
                 for (k = 0; k < nn; k++) zt[k] = S.gt[k] != 0.0 ? -S.gt[k] / S.h[k] : 0.0;
-                for (r = 0; r < MC2FMU_R; r++) {
-                    double s = qc[r];
-                    for (l = 0; l < nn; l++) {
-                        double y = 0.0;
-                        for (k = 0; k < nn; k++) y += Q[l * nn + k] * zt[k];
-                        s += N[r * MC2FMU_R + l] * y;
-                    }
-                    q[r] = s;
-                }
+                mc2fmu_level_combine(qc, N, Q, nn, zt, q);
                 return 0;
             }
         }
@@ -640,12 +641,12 @@ static void mc2fmu_decode_j(const double *q, double *x, double *J) {
 }
 
 /* the chart's q and qd of natural coordinates x, xd: q = encode(x) with angles on the turn
-   nearest q_near, qd the least-squares solution of J(q) qd = xd */
+   nearest q_near (NULL: the encoder's own turn), qd the least-squares solution of J(q) qd = xd */
 static void mc2fmu_chart_of(const double *x, const double *xd, const double *q_near, double *q, double *qd) {
     double J[MC2FMU_NX * MC2FMU_NQ], JTJ[MC2FMU_NQ2], JTx[MC2FMU_NQ];
     int i, j, n;
     mc2fmu_encode(x, q);
-    for (i = 0; i < MC2FMU_NQ; i++)
+    for (i = 0; q_near && i < MC2FMU_NQ; i++)
         if (mc2fmu_angle[i]) {
             const double turns = nearbyint((q_near[i] - q[i]) / MC2FMU_TWO_PI);
             if (isfinite(turns)) q[i] += MC2FMU_TWO_PI * turns;
@@ -661,5 +662,13 @@ static void mc2fmu_chart_of(const double *x, const double *xd, const double *q_n
             JTJ[i * MC2FMU_NQ + j] = t;
         }
     }
-    mc2fmu_spd_solve(JTJ, JTx, qd, MC2FMU_NQ);
+    mc2fmu_cholesky_solve(JTJ, JTx, qd);
+}
+
+/* the outputs of a ROM state: x = V q_r + mu, xd = V qd_r, and the chart's q, qd of them */
+static void mc2fmu_lpca_observe(const mc2fmu_lstate *s, const double *q_near, double *x, double *xd, double *q,
+                                double *qd) {
+    mc2fmu_lpca_decode(s->cluster, s->q, x);
+    mc2fmu_lpca_velocity(s->cluster, s->qd, xd);
+    mc2fmu_chart_of(x, xd, q_near, q, qd);
 }

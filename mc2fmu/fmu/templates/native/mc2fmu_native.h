@@ -307,6 +307,17 @@ static void mc2fmu_check_envelope(mc2fmu_core *c, double t) {
     }
 }
 
+#if MC2FMU_ONE_STEP
+/* the cubic Hermite polynomial of values p0, p1 and slopes v0, v1 (per unit of r) at r in
+   [0, 1], and its slope (per unit of r): between the grid points of one-step models */
+static void mc2fmu_hermite(double p0, double p1, double v0, double v1, double r, double *value, double *slope) {
+    *value = p0 * (2.0 * r * r * r - 3.0 * r * r + 1.0) + v0 * (r * r * r - 2.0 * r * r + r) +
+             p1 * (3.0 * r * r - 2.0 * r * r * r) + v1 * (r * r * r - r * r);
+    *slope = p0 * (6.0 * r * r - 6.0 * r) + v0 * (3.0 * r * r - 4.0 * r + 1.0) + p1 * (6.0 * r - 6.0 * r * r) +
+             v1 * (3.0 * r * r - 2.0 * r);
+}
+#endif
+
 /* co-simulation: q and qd at time t in (t_{k-1}, t_k], the quadratic through the last three
    grid states (node models: the cubic Hermite polynomial of q_{k-1}, qd_{k-1}, q_k, qd_k;
    local-PCA models: that of their natural coordinates, read through the chart, since their q
@@ -327,11 +338,9 @@ static void mc2fmu_outputs(mc2fmu_core *c, double t) {
         double xd[MC2FMU_NX];
         int n;
         for (n = 0; n < MC2FMU_NX; n++) {
-            const double p0 = c->s.hx[0][n], p1 = c->s.hx[1][n], v0 = dt * c->s.hxd[0][n], v1 = dt * c->s.hxd[1][n];
-            c->s.x_out[n] = p0 * (2.0 * r * r * r - 3.0 * r * r + 1.0) + v0 * (r * r * r - 2.0 * r * r + r) +
-                            p1 * (3.0 * r * r - 2.0 * r * r * r) + v1 * (r * r * r - r * r);
-            xd[n] = (p0 * (6.0 * r * r - 6.0 * r) + v0 * (3.0 * r * r - 4.0 * r + 1.0) +
-                     p1 * (6.0 * r - 6.0 * r * r) + v1 * (3.0 * r * r - 2.0 * r)) / dt;
+            mc2fmu_hermite(c->s.hx[0][n], c->s.hx[1][n], dt * c->s.hxd[0][n], dt * c->s.hxd[1][n], r, &c->s.x_out[n],
+                           &xd[n]);
+            xd[n] /= dt;
         }
         mc2fmu_chart_of(c->s.x_out, xd, c->s.hist[2], c->s.q_out, c->s.qd_out);
     }
@@ -343,12 +352,9 @@ static void mc2fmu_outputs(mc2fmu_core *c, double t) {
             c->s.q_out[i] = c->s.hist[2][i];
             c->s.qd_out[i] = c->s.hqd[1][i];
         } else {
-            const double r = s + 1.0, q0 = c->s.hist[1][i], q1 = c->s.hist[2][i];
-            const double v0 = dt * c->s.hqd[0][i], v1 = dt * c->s.hqd[1][i];
-            c->s.q_out[i] = q0 * (2.0 * r * r * r - 3.0 * r * r + 1.0) + v0 * (r * r * r - 2.0 * r * r + r) +
-                            q1 * (3.0 * r * r - 2.0 * r * r * r) + v1 * (r * r * r - r * r);
-            c->s.qd_out[i] = (q0 * (6.0 * r * r - 6.0 * r) + v0 * (3.0 * r * r - 4.0 * r + 1.0) +
-                              q1 * (6.0 * r - 6.0 * r * r) + v1 * (3.0 * r * r - 2.0 * r)) / dt;
+            mc2fmu_hermite(c->s.hist[1][i], c->s.hist[2][i], dt * c->s.hqd[0][i], dt * c->s.hqd[1][i], s + 1.0,
+                           &c->s.q_out[i], &c->s.qd_out[i]);
+            c->s.qd_out[i] /= dt;
         }
 #else
         if (c->s.k == 0) {
@@ -430,9 +436,7 @@ static void mc2fmu_prime(mc2fmu_core *c) {
         xd[n] = v;
     }
     mc2fmu_lpca_start(x, xd, c->s.u, &c->s.rom);
-    mc2fmu_lpca_decode(c->s.rom.cluster, c->s.rom.q, c->s.hx[1]);
-    mc2fmu_lpca_velocity(c->s.rom.cluster, c->s.rom.qd, c->s.hxd[1]);
-    mc2fmu_chart_of(c->s.hx[1], c->s.hxd[1], c->s.q_start, c->s.hist[2], c->s.hqd[1]);
+    mc2fmu_lpca_observe(&c->s.rom, c->s.q_start, c->s.hx[1], c->s.hxd[1], c->s.hist[2], c->s.hqd[1]);
     memcpy(c->s.hx[0], c->s.hx[1], sizeof c->s.hx[0]);
     memcpy(c->s.hxd[0], c->s.hxd[1], sizeof c->s.hxd[0]);
     for (i = 0; i < MC2FMU_NQ; i++) {
@@ -521,9 +525,7 @@ static int mc2fmu_do_step(mc2fmu_core *c, double current_time, double step_size)
             finite = mc2fmu_all_finite(next.q, MC2FMU_R) && mc2fmu_all_finite(next.qd, MC2FMU_R) &&
                      mc2fmu_all_finite(next.qdd, MC2FMU_R);
             if (finite) {
-                mc2fmu_lpca_decode(next.cluster, next.q, x);
-                mc2fmu_lpca_velocity(next.cluster, next.qd, xd);
-                mc2fmu_chart_of(x, xd, c->s.hist[2], q_next, qd_next);
+                mc2fmu_lpca_observe(&next, c->s.hist[2], x, xd, q_next, qd_next);
                 for (i = 0; i < MC2FMU_NQ; i++) finite = finite && isfinite(q_next[i]) && isfinite(qd_next[i]);
             } else {
                 for (i = 0; i < MC2FMU_NQ; i++) q_next[i] = NAN;
@@ -1009,10 +1011,7 @@ void mc2fmu_selftest_lpca(const double *x0, const double *xd0, const double *u, 
     memcpy(next + 1, s.q, sizeof s.q);
     memcpy(next + 1 + MC2FMU_R, s.qd, sizeof s.qd);
     memcpy(next + 1 + 2 * MC2FMU_R, s.qdd, sizeof s.qdd);
-    mc2fmu_lpca_decode(s.cluster, s.q, x);
-    mc2fmu_lpca_velocity(s.cluster, s.qd, xd);
-    mc2fmu_encode(x, observed); /* q_near: the encoder's own turn */
-    mc2fmu_chart_of(x, xd, observed, observed, observed + MC2FMU_NQ);
+    mc2fmu_lpca_observe(&s, NULL, x, xd, observed, observed + MC2FMU_NQ); /* angles on the encoder's own turn */
 }
 #endif
 
