@@ -26,6 +26,26 @@ def test_jacobian_and_hessian_match_torch_func(activation, m):
     assert torch.max(torch.abs(H - H_ref)) < 1e-12
 
 
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_second_directional_derivative_matches_torch_func(m):
+    """``forward_jv``: the value, J and ``H : v v`` at one velocity per sample (what the training
+    loss uses instead of the whole Hessian), from a non-trivial input map (J, H : v v given)."""
+    torch.manual_seed(3)
+    net = MLP([m + 1, 16, 16, 6], "tanh")
+    A = torch.randn(m + 1, m, dtype=torch.float64)
+    inner = lambda q: torch.sin(q @ A.T)  # noqa: E731  the input's own curvature enters too
+    f = lambda q: net(inner(q))  # noqa: E731
+    q, v = torch.randn(5, m, dtype=torch.float64), torch.randn(5, m, dtype=torch.float64)
+    Jz = torch.func.vmap(torch.func.jacrev(inner))(q)
+    Sz = torch.einsum("bfij,bi,bj->bf", torch.func.vmap(torch.func.hessian(inner))(q), v, v)
+    x, J, S = net.forward_jv(inner(q), Jz, Sz, v)
+    J_ref = torch.func.vmap(torch.func.jacrev(f))(q)
+    S_ref = torch.einsum("bnij,bi,bj->bn", torch.func.vmap(torch.func.hessian(f))(q), v, v)
+    assert torch.max(torch.abs(x - f(q))) < 1e-14
+    assert torch.max(torch.abs(J - J_ref)) < 1e-12
+    assert torch.max(torch.abs(S - S_ref)) < 1e-12
+
+
 def test_jacobian_and_hessian_match_finite_differences():
     torch.manual_seed(1)
     net = MLP([2, 24, 24, 5], "tanh")

@@ -128,7 +128,7 @@ class ManifoldTerms:
 
     x: Array  # (B, n)
     J: Array  # (B, n, m)
-    H: Array  # (B, n, m, m)
+    H: Array | None  # (B, n, m, m); None when the caller gives H : v v (known_rhs)
     MJ: Array  # (B, n, m) = M J
     Mm: Array  # (B, m, m)
     fm: Array  # (B, m), without the springs
@@ -197,11 +197,13 @@ def spring_force(terms: ManifoldTerms, v):
     return -o.einsum("bsim,bsi->bm", terms.sDJ, n * tension[..., None])
 
 
-def known_rhs(terms: ManifoldTerms, v):
+def known_rhs(terms: ManifoldTerms, v, Hvv=None):
     """``f_m - J^T M (H : v v) + J^T f_spring(x, J v)`` (B, m): the right-hand side of what the
-    mechanism file describes."""
+    mechanism file describes; ``Hvv``: ``H : v v`` when the caller has it (then ``terms.H`` may
+    be None)."""
     es = ops(v).einsum
-    Hvv = es("bnij,bi,bj->bn", terms.H, v, v)
+    if Hvv is None:
+        Hvv = es("bnij,bi,bj->bn", terms.H, v, v)
     G = es("bnm,bn->bm", terms.MJ, Hvv)
     rhs = terms.fm - G
     if terms.springs is not None:
@@ -209,9 +211,10 @@ def known_rhs(terms: ManifoldTerms, v):
     return rhs
 
 
-def acceleration(terms: ManifoldTerms, v):
-    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda(q, v, u))``."""
-    rhs = known_rhs(terms, v)
+def acceleration(terms: ManifoldTerms, v, Hvv=None):
+    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda(q, v, u))``
+    (``Hvv``: see :func:`known_rhs`)."""
+    rhs = known_rhs(terms, v, Hvv)
     if terms.ident is not None:
         library, Xi, param, q, u = terms.ident
         rhs = rhs + identified_force(library, Xi, q, v, u, param)

@@ -95,6 +95,21 @@ class Decoder(nn.Module):
         phi, Jphi, Hphi = self.features(q)
         return self.net.forward_jh(phi, Jphi, Hphi)
 
+    def hull_jv(self, q: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """With an ``out_map``: ``y``, ``J = dy/dq`` and ``H : v v`` at one velocity ``v`` per
+        sample (:meth:`MLP.forward_jv`)."""
+        phi, Jphi, Hphi = self.features(q)
+        return self.net.forward_jv(phi, Jphi, torch.einsum("bfij,bi,bj->bf", Hphi, v, v), v)
+
+    def value_jv(self, q: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``x``, ``J`` and ``H : v v`` (see :meth:`hull_jv`)."""
+        y, Jy, Sy = self.hull_jv(q, v)
+        if self.out_map is None:
+            s = self.x_scale
+            return self.x_mean + s * y, s[:, None] * Jy, s * Sy
+        P = self.out_map
+        return self.x_mean + y @ P.T, P @ Jy, Sy @ P.T
+
     def hull(self, q: Tensor) -> Tensor:
         """``y`` alone (see :meth:`hull_jh`)."""
         return self.net(self.features(q, second=False)[0])
@@ -139,8 +154,17 @@ class NeuralEncoder(nn.Module):
         self.register_buffer("in_map", None if in_map is None else _t(in_map))
 
     def forward(self, x: Tensor) -> Tensor:
+        return self.from_inputs(self.inputs(x))
+
+    def inputs(self, x: Tensor) -> Tensor:
+        """The network's inputs: fixed maps of ``x`` (training computes them once per dataset,
+        not per loss evaluation: ``x`` has a column per natural coordinate, 972 for A02)."""
         d = x - self.x_mean
-        out = self.net(d / self.x_scale if self.in_map is None else d @ self.in_map)
+        return d / self.x_scale if self.in_map is None else d @ self.in_map
+
+    def from_inputs(self, z: Tensor) -> Tensor:
+        """``q`` from :meth:`inputs`."""
+        out = self.net(z)
         q, k = [], 0
         for is_angle in self.angles:
             if is_angle:
@@ -171,6 +195,13 @@ class LinearEncoder(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x @ self.E.T + self.e0
+
+    def inputs(self, x: Tensor) -> Tensor:
+        """``q`` itself (see :meth:`NeuralEncoder.inputs`)."""
+        return self(x)
+
+    def from_inputs(self, z: Tensor) -> Tensor:
+        return z
 
 
 class TorchManifoldModel(nn.Module):
@@ -259,19 +290,35 @@ class TorchManifoldModel(nn.Module):
     def terms(self, q: Tensor, u: Tensor) -> ManifoldTerms:
         """The velocity-free terms at ``q``; with a hull decoder in hull coordinates (``terms.x``
         is then ``y``, ``terms.J`` is ``dy/dq``)."""
+        return self._terms(q, u)[0]
+
+    def _terms(self, q: Tensor, u: Tensor, v: Tensor | None = None) -> tuple[ManifoldTerms, Tensor | None]:
+        """:meth:`terms`; with a velocity ``v``, without the Hessian and with ``H : v v`` instead."""
         ident = None if self.library is None else (self.library, self.identified_coefficients(), self.ident_param, q, u)
+        Hvv = None
+        if not hasattr(self.decoder, "value_jv"):  # a decoder with J and H only (an exact map in the tests)
+            v = None
         if self.reduced:
-            y, J, H = self.decoder.hull_jh(q)
+            if v is None:
+                y, J, H = self.decoder.hull_jh(q)
+            else:
+                (y, J, Hvv), H = self.decoder.hull_jv(q, v), None
             springs = self.springs
             if springs is not None:
                 springs = SimpleNamespace(**{**vars(springs), "D": self.r_spring_D, "e": self.r_spring_e})
             return manifold_terms(y, J, H, self.r_mass, applied_force(self.r_f_g, self.r_f_B, self.r_f_C, y, u),
-                                  springs, ident)
-        x, J, H = self.decoder.value_jh(q)
-        return manifold_terms(x, J, H, self.mass, self.force(x, u), self.springs, ident)
+                                  springs, ident), Hvv
+        if v is None:
+            x, J, H = self.decoder.value_jh(q)
+        else:
+            (x, J, Hvv), H = self.decoder.value_jv(q, v), None
+        return manifold_terms(x, J, H, self.mass, self.force(x, u), self.springs, ident), Hvv
 
     def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
-        return acceleration(self.terms(q, u), v)
+        """``qddot`` at one velocity per sample (the decoder's Hessian enters as ``H : v v``
+        only: cheaper than :meth:`terms`, which serves any velocity)."""
+        terms, Hvv = self._terms(q, u, v)
+        return acceleration(terms, v, Hvv)
 
     def step(self, q_prev: Tensor, q: Tensor, u: Tensor, dt) -> Tensor:
         terms = self.terms(q, u)

@@ -69,7 +69,7 @@ from ...data.dataset import Dataset
 from ...errors import TrainingError
 from ...mechanics.natural import ForceModel, poses_from_nc
 from ...reduced.spring_laws import fit_laws
-from ...reduced.manifold import acceleration, known_rhs, wrap_to_pi
+from ...reduced.manifold import known_rhs, wrap_to_pi
 from ...reduced.terms import TermLibrary, build_library, evaluate, parse_groups, stlsq
 from ..base import Checkpointer, TrainingInterrupted, config_to_dict
 from .config import TrainConfig
@@ -330,6 +330,7 @@ class LossFunction:
                 raise ValueError("the rigidity term needs the NC layout (the bodies' point distances)")
             self._rigidity_setup(layout)
         self.reduced = model.reduced
+        self._cache: dict[int, tuple[Windows, dict]] = {}  # see _data
         if self.reduced:
             # with a hull decoder (x = x_mean + P y) the one-step terms are taken in hull
             # coordinates: for x in the hull, |(P y - (x - x_mean)) / x_scale|^2 = |y - y(x)|^2 with
@@ -351,6 +352,14 @@ class LossFunction:
                                    for bl in layout.bodies], dtype=F64)
         # a distance error weighs like a reconstruction error of the body's points
         self.rig_scale = torch.stack([self.x_scale[bl.slice].mean() for bl in layout.bodies])[:, None]
+        dec = self.model.decoder
+        if getattr(dec, "out_map", None) is not None:
+            # x = x_mean + P y is affine in y, so is each pair's difference: d = c + D y with
+            # D (n_b 6 3, r), c (n_b 6 3,), no decoding to all natural coordinates (measured on
+            # A02, 81 bodies, r = 2: the gathers of the decoded points were most of the closure)
+            diff = lambda a: (a[:, self.pair_i] - a[:, self.pair_j]).reshape(self.n_b * len(pairs) * 3, -1)  # noqa: E731
+            self.rig_D = diff(dec.out_map.reshape(self.n_b, 4, 3, -1))
+            self.rig_c = diff(dec.x_mean.reshape(self.n_b, 4, 3, 1))[:, 0]
 
     def rigidity(self, q: torch.Tensor) -> torch.Tensor:
         """L_rig: the decoded bodies' point distances against the rigid ones, at latent points
@@ -359,8 +368,12 @@ class LossFunction:
         lo, hi = q.detach().min(0).values, q.detach().max(0).values
         lo = torch.where(self.angle_mask, -math.pi, lo)
         hi = torch.where(self.angle_mask, math.pi, hi)
-        x = self.model.decoder(lo + (hi - lo) * self.unit).reshape(len(self.unit), self.n_b, 4, 3)
-        d = x[:, :, self.pair_i] - x[:, :, self.pair_j]
+        points = lo + (hi - lo) * self.unit
+        if hasattr(self, "rig_D"):
+            d = torch.addmm(self.rig_c, self.model.decoder.hull(points), self.rig_D.T).reshape(len(points), self.n_b, -1, 3)
+        else:
+            x = self.model.decoder(points).reshape(len(points), self.n_b, 4, 3)
+            d = x[:, :, self.pair_i] - x[:, :, self.pair_j]
         dist = torch.sqrt((d * d).sum(-1))
         return ((dist - self.rigid) / self.rig_scale).pow(2).mean()
 
@@ -370,16 +383,33 @@ class LossFunction:
             return q
         return torch.where(self.angle_mask, q_ref + wrap_to_pi(q - q_ref), q)
 
+    def _data(self, W: Windows) -> dict[str, torch.Tensor]:
+        """What the loss reads of the windows' triplets through fixed maps, computed once per
+        :class:`Windows`: the encoder's inputs (B, 3, .) and, with a hull decoder, the
+        reconstruction targets in hull coordinates (3 B, r).  Per evaluation these products
+        with every natural coordinate were most of an A02 closure (972 coordinates, r = 2)."""
+        cached = self._cache.get(id(W))
+        if cached is not None and cached[0] is W:
+            return cached[1]
+        with torch.no_grad():
+            x = W.x[:, :3]
+            data = {"enc": self.model.encoder.inputs(x.reshape(-1, x.shape[-1])).reshape(len(W), 3, -1)}
+            if self.reduced:
+                data["target"] = (x.transpose(0, 1).reshape(-1, x.shape[-1]) - self.model.decoder.x_mean) @ self.to_hull
+        if len(self._cache) >= 8:  # the training, validation and whole sets; a few others at most
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[id(W)] = (W, data)
+        return data
+
     def _encode(self, W: Windows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        enc = self.model.encoder
-        q_prev, q, q_next = enc(W.x[:, 0]), enc(W.x[:, 1]), enc(W.x[:, 2])
+        z = self._data(W)["enc"]
+        q_prev, q, q_next = (self.model.encoder.from_inputs(z[:, k]) for k in range(3))
         return self._continuous(q, q_prev), q, self._continuous(q, q_next)
 
-    def _hull_rec(self, x: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """L_rec in hull coordinates (the data's distance from the hull, ~1e-13 of its spread,
-        left out) and the decoded ``y``."""
+    def _hull_rec(self, target: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """L_rec in hull coordinates against the data's hull coordinates ``target`` (the data's
+        distance from the hull, ~1e-13 of its spread, left out) and the decoded ``y``."""
         y = self.model.decoder.hull(q)
-        target = (x - self.model.decoder.x_mean) @ self.to_hull
         return (y - target).pow(2).sum(-1).mean() / self.n_x, y
 
     def _rec(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor,
@@ -388,9 +418,10 @@ class LossFunction:
         in hull coordinates with a hull decoder)."""
         dec = self.model.decoder
         if self.reduced:
+            target = self._data(W)["target"]  # the three samples' targets, one after the other
             if isinstance(self.model.encoder, LinearEncoder):
-                return self._hull_rec(W.x[:, 1], q)[0], None
-            rec, y = self._hull_rec(torch.cat([W.x[:, 0], W.x[:, 1], W.x[:, 2]]), torch.cat([q_prev, q, q_next]))
+                return self._hull_rec(target[len(q):2 * len(q)], q)[0], None
+            rec, y = self._hull_rec(target, torch.cat([q_prev, q, q_next]))
             return rec, y[2 * len(q):]
         if isinstance(self.model.encoder, LinearEncoder):
             return ((dec(q) - W.x[:, 1]) / self.x_scale).pow(2).mean(), None
@@ -411,7 +442,7 @@ class LossFunction:
         parts = {"rec": rec}
         if self.cfg.loss == "sim":
             v = m.step_map.training_velocity(q_prev, q, q_next, dt)
-            q_hat = 2.0 * q - q_prev + dt * dt * acceleration(m.terms(q, W.u[:, 1]), v)
+            q_hat = 2.0 * q - q_prev + dt * dt * m.acceleration(q, v, W.u[:, 1])
             if self.reduced:
                 y_next = dec.hull(q_next) if decoded_next is None else decoded_next
                 err = (dec.hull(q_hat) - y_next) / (dt * dt)

@@ -14,7 +14,7 @@
 
 /* ------------------------------------------------------------------ the decoder */
 
-typedef mc2fmu_real MC2FMU_(layer_buf)[MC2FMU_P][MC2FMU_WMAX];
+typedef mc2fmu_real MC2FMU_(layer_buf)[MC2FMU_P][MC2FMU_WMAX]; /* packed rows (MC2FMU_P) */
 typedef mc2fmu_real (*MC2FMU_(rows))[MC2FMU_WMAX];
 
 MC2FMU_STATIC void MC2FMU_(features)(const mc2fmu_real *q, MC2FMU_(rows) Z, int np) {
@@ -29,8 +29,8 @@ MC2FMU_STATIC void MC2FMU_(features)(const mc2fmu_real *q, MC2FMU_(rows) Z, int 
             if (np > 1) {
                 Z[1 + i][f] = -s;
                 Z[1 + i][f + 1] = c;
-                Z[1 + MC2FMU_NQ + i * MC2FMU_NQ + i][f] = -c;
-                Z[1 + MC2FMU_NQ + i * MC2FMU_NQ + i][f + 1] = -s;
+                Z[MC2FMU_SYM(i, i)][f] = -c;
+                Z[MC2FMU_SYM(i, i)][f + 1] = -s;
             }
             f += 2;
         } else {
@@ -105,8 +105,8 @@ MC2FMU_STATIC void MC2FMU_(activate)(int l, MC2FMU_(rows) Z, int np) {
 #endif
         if (np > 1) {
             for (j = 0; j < MC2FMU_NQ; j++)
-                for (k = 0; k < MC2FMU_NQ; k++) {
-                    mc2fmu_real *h = &Z[1 + MC2FMU_NQ + j * MC2FMU_NQ + k][o];
+                for (k = j; k < MC2FMU_NQ; k++) {
+                    mc2fmu_real *h = &Z[MC2FMU_SYM(j, k)][o];
                     *h = d2 * Z[1 + j][o] * Z[1 + k][o] + d1 * *h;
                 }
             for (j = 0; j < MC2FMU_NQ; j++) Z[1 + j][o] = d1 * Z[1 + j][o];
@@ -153,13 +153,14 @@ MC2FMU_STATIC void MC2FMU_(decode)(const mc2fmu_real *q, mc2fmu_real *x) {
    A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L,
    c_i = W_L^T S f_C[i] (x_mean + S b_L):
      M_m = Jh^T A Jh,  f_m = Jh^T (g + B u + sum_i u_i (C_i h + c_i)),  J^T M (H : v v) = (A Jh)^T (Hh : v v),
+   with A = G^T G (G: NK x NH, NK the rank of A, the decoder's output span; mass_factor in native.py),
    so a step never forms the NX-dimensional output; x (value only) is formed for the poses.
    Spring s (if MC2FMU_NS > 0) spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L and
    p_s = D_s (x_mean + S b_L) + e_s; with l = |d_s|, n = d_s / l and sg_s = Jh^T P_s^T n:
      ldot = sg_s . v,  T = k (l - L0) + c ldot,  J^T f_spring = -sum_s sg_s T. */
 
 typedef struct {
-    mc2fmu_real AJ[MC2FMU_NQ][MC2FMU_NH];       /* A Jh, by column of Jh */
+    mc2fmu_real GJ[MC2FMU_NQ][MC2FMU_NK];       /* G Jh, by column of Jh (A = G^T G) */
     mc2fmu_real Mm[MC2FMU_NQ2];                 /* Jh^T A Jh */
     mc2fmu_real fm[MC2FMU_NQ];                  /* J^T f */
 #if MC2FMU_NS > 0
@@ -174,7 +175,7 @@ typedef struct {
     mc2fmu_real u[MC2FMU_NU1];                  /* the input the identified terms see */
 #endif
     mc2fmu_real x[MC2FMU_NX];                   /* the decoded point, if x_valid */
-    mc2fmu_real q[MC2FMU_NQ];                   /* where h, Jh, Hh, AJ, Mm (sg, sk) were evaluated */
+    mc2fmu_real q[MC2FMU_NQ];                   /* where h, Jh, Hh, GJ, Mm (sg, sk) were evaluated */
     int valid;                                  /* ... if set */
     int x_valid;
     int zb;                                     /* h, Jh, Hh (packed rows) are in bufB if set, else bufA */
@@ -265,21 +266,19 @@ MC2FMU_STATIC void MC2FMU_(eval_geometry)(const mc2fmu_real *q, MC2FMU_(terms) *
     if (T->valid && memcmp(T->q, q, sizeof T->q) == 0) return;
     Z = MC2FMU_(hidden)(q, T->bufA, T->bufB, MC2FMU_P);
     T->zb = Z == T->bufB;
-    /* A Jh: the rows of A (symmetric) accumulated over m in order */
-    for (j = 0; j < MC2FMU_NQ; j++) {
-        mc2fmu_real *MC2FMU_RESTRICT aj = T->AJ[j];
-        for (n = 0; n < MC2FMU_NH; n++) aj[n] = 0.0;
-        for (m = 0; m < MC2FMU_NH; m++) {
-            const mc2fmu_real z = Z[1 + j][m];
-            const double *MC2FMU_RESTRICT a = mc2fmu_A_h + (size_t)m * MC2FMU_NH;
-            for (n = 0; n < MC2FMU_NH; n++) aj[n] += a[n] * z;
+    /* G Jh, a dot product per row of G */
+    for (j = 0; j < MC2FMU_NQ; j++)
+        for (m = 0; m < MC2FMU_NK; m++) {
+            const double *MC2FMU_RESTRICT g = mc2fmu_G_h + (size_t)m * MC2FMU_NH;
+            mc2fmu_real s = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) s += g[n] * Z[1 + j][n];
+            T->GJ[j][m] = s;
         }
-    }
-    /* M_m = Jh^T (A Jh): the lower triangle, mirrored (exactly symmetric) */
+    /* M_m = (G Jh)^T (G Jh): the lower triangle, mirrored (exactly symmetric) */
     for (j = 0; j < MC2FMU_NQ; j++)
         for (k = 0; k <= j; k++) {
             mc2fmu_real s = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * T->AJ[k][n];
+            for (n = 0; n < MC2FMU_NK; n++) s += T->GJ[j][n] * T->GJ[k][n];
             T->Mm[j * MC2FMU_NQ + k] = s;
             T->Mm[k * MC2FMU_NQ + j] = s;
         }
@@ -410,22 +409,27 @@ MC2FMU_STATIC void MC2FMU_(identified)(const mc2fmu_real *q, const mc2fmu_real *
 }
 #endif
 
-/* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda), J^T M (H : v v) = (A Jh)^T (Hh : v v) */
+/* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda), J^T M (H : v v) = (G Jh)^T G (Hh : v v) */
 MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v, mc2fmu_real *a) {
-    mc2fmu_real vv[MC2FMU_NQ2], hv[MC2FMU_NH], rhs[MC2FMU_NQ];
+    mc2fmu_real hv[MC2FMU_NH], ghv[MC2FMU_NK], rhs[MC2FMU_NQ];
     MC2FMU_(rows) Z = MC2FMU_(terms_rows)(T);
     int n, j, k;
-    for (j = 0; j < MC2FMU_NQ; j++)
-        for (k = 0; k < MC2FMU_NQ; k++) vv[j * MC2FMU_NQ + k] = v[j] * v[k];
     for (n = 0; n < MC2FMU_NH; n++) hv[n] = 0.0;
-    for (k = 0; k < MC2FMU_NQ2; k++) {
-        const mc2fmu_real w = vv[k];
-        const mc2fmu_real *MC2FMU_RESTRICT hk = Z[1 + MC2FMU_NQ + k];
-        for (n = 0; n < MC2FMU_NH; n++) hv[n] += hk[n] * w;
+    for (j = 0; j < MC2FMU_NQ; j++)  /* the distinct entries, the off-diagonal ones twice */
+        for (k = j; k < MC2FMU_NQ; k++) {
+            const mc2fmu_real w = (k == j ? 1.0 : 2.0) * v[j] * v[k];
+            const mc2fmu_real *MC2FMU_RESTRICT hk = Z[MC2FMU_SYM(j, k)];
+            for (n = 0; n < MC2FMU_NH; n++) hv[n] += hk[n] * w;
+        }
+    for (k = 0; k < MC2FMU_NK; k++) {  /* G (Hh : v v) */
+        const double *MC2FMU_RESTRICT g = mc2fmu_G_h + (size_t)k * MC2FMU_NH;
+        mc2fmu_real s = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) s += g[n] * hv[n];
+        ghv[k] = s;
     }
     for (j = 0; j < MC2FMU_NQ; j++) {
         mc2fmu_real s = 0.0;
-        for (n = 0; n < MC2FMU_NH; n++) s += T->AJ[j][n] * hv[n];
+        for (k = 0; k < MC2FMU_NK; k++) s += T->GJ[j][k] * ghv[k];
         rhs[j] = T->fm[j] - s;
     }
 #if MC2FMU_NS > 0

@@ -630,7 +630,7 @@ static void mc2fmu_encode(const double *x, double *q) {
 
 /* x and J (NX x NQ, row-major) of the decoder at q */
 static void mc2fmu_decode_j(const double *q, double *x, double *J) {
-    mc2fmu_layer_buf A, B; /* (1 + NQ + NQ^2) x WMAX each: value, J and H rows (H unused here) */
+    mc2fmu_layer_buf A, B; /* MC2FMU_P x WMAX each: value, J and H rows (H unused here) */
     mc2fmu_rows Z = mc2fmu_network(q, A, B, MC2FMU_P);
     int n, j;
     for (n = 0; n < MC2FMU_NX; n++) {

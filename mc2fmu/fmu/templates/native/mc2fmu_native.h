@@ -68,7 +68,11 @@ typedef struct {
 #endif
 
 #define MC2FMU_NQ2 (MC2FMU_NQ * MC2FMU_NQ)
-#define MC2FMU_P (1 + MC2FMU_NQ + MC2FMU_NQ2) /* packed value, Jacobian row, Hessian block */
+#define MC2FMU_NSYM (MC2FMU_NQ * (MC2FMU_NQ + 1) / 2)
+/* packed rows: the value, the Jacobian's NQ rows, the Hessian's NSYM distinct rows (j <= k) */
+#define MC2FMU_P (1 + MC2FMU_NQ + MC2FMU_NSYM)
+/* the packed row of the Hessian's entry (j, k), j <= k */
+#define MC2FMU_SYM(j, k) (1 + MC2FMU_NQ + (j) * (2 * MC2FMU_NQ - (j) - 1) / 2 + (k))
 #define MC2FMU_NE (2 * MC2FMU_NQ + MC2FMU_NU) /* envelope channels: q, qd, u */
 #define MC2FMU_NU1 (MC2FMU_NU > 0 ? MC2FMU_NU : 1)
 #define MC2FMU_GRID_TOL 1e-6 /* a communication point within 1e-6 dt of a grid point is that point */
@@ -957,7 +961,10 @@ int mc2fmu_selftest(const double *q, const double *qd, const double *u, const do
         const double s = mc2fmu_x_scale[n];
         x[n] = mc2fmu_x_mean[n] + s * Z[0][n];
         for (j = 0; j < MC2FMU_NQ; j++) J[n * MC2FMU_NQ + j] = s * Z[1 + j][n];
-        for (j = 0; j < MC2FMU_NQ2; j++) H[n * MC2FMU_NQ2 + j] = s * Z[1 + MC2FMU_NQ + j][n];
+        for (j = 0; j < MC2FMU_NQ2; j++) {
+            const int a = j / MC2FMU_NQ, b = j % MC2FMU_NQ;
+            H[n * MC2FMU_NQ2 + j] = s * Z[a <= b ? MC2FMU_SYM(a, b) : MC2FMU_SYM(b, a)][n];
+        }
     }
     T.valid = 0;
     mc2fmu_eval_terms(q, u, &T);

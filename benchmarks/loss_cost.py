@@ -1,0 +1,85 @@
+"""The cost of one evaluation of the training loss with its gradient (an L-BFGS closure), per mechanism.
+
+    python benchmarks/loss_cost.py [NAMES...] [--repeats N] [--a02 DIR]
+
+For each mechanism: the autoencoder of `mc2fmu train --dof N` defaults, built on the `train`
+run as training builds it (2000 triplets, the hull decoder, untrained weights: the cost does
+not depend on their values), then the loss and its backward pass timed: the median of
+`--repeats` evaluations after three warm-up ones, in ms, and the forward pass alone without
+gradients.  `--a02 DIR` adds the IFToMM A02 chain from a folder written by `python -m
+examples.a02` (mechanism.toml, runs/train.csv.gz).  Reference runs of the suite are generated
+with Exudyn if missing.  One job on the machine: the figures are wall-clock times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.train_accuracy import DOF, ensure_runs  # noqa: E402
+from mc2fmu.data.dataset import load_training_data  # noqa: E402
+from mc2fmu.reducers.autoencoder import training as tr  # noqa: E402
+from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
+
+
+def closure_cost(folder: Path, dof: int, repeats: int) -> dict:
+    ds = load_training_data(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"])
+    cfg = TrainConfig(dof=dof)
+    torch.manual_seed(cfg.seed)
+    angles = tr.parse_angles(cfg.angles, ds, dof)
+    W = tr.make_windows(ds, cfg.samples, cfg.window)
+    model = tr.build_model(ds, cfg, angles)
+    loss_fn = tr.LossFunction(model, cfg, angles, tr.loss_scales(cfg, model, ds, W), ds.layout)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def closure():
+        for p in params:
+            p.grad = None
+        loss_fn(W)[0].backward()
+
+    def forward():
+        with torch.no_grad():
+            loss_fn(W)
+
+    out = {"bodies": len(ds.layout.bodies), "n_x": ds.layout.size, "hull": model.hull_dim, "params": sum(p.numel() for p in params)}
+    for name, fn in (("closure", closure), ("forward", forward)):
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        out[name] = 1e3 * statistics.median(times)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", default=["four_bar", "slider_crank", "two_bar", "macpherson", "five_bar",
+                                                   "spatial_four_bar", "three_rrr"])
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--a02", default=None, metavar="DIR", help="a folder written by python -m examples.a02")
+    args = ap.parse_args()
+    cases = [(n, ensure_runs(n), DOF[n]) for n in args.names]
+    if args.a02:
+        cases.append(("a02", Path(args.a02), 1))
+    print("| mechanism | bodies | NC coordinates | hull r | DOF | parameters | closure ms (loss + gradient) | forward ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, folder, dof in cases:
+        r = closure_cost(folder, dof, args.repeats)
+        print(f"| {name} | {r['bodies']} | {r['n_x']} | {r['hull']} | {dof} | {r['params']} | {r['closure']:.1f} | "
+              f"{r['forward']:.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
