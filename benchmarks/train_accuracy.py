@@ -152,6 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lbfgs-iters", type=int, default=None, metavar="N", help="mc2fmu train --lbfgs-iters")
     ap.add_argument("--lbfgs-tol", type=float, default=None, metavar="TOL",
                     help="mc2fmu train --lbfgs-tol (0: all --lbfgs-iters, no early stop)")
+    ap.add_argument("--gauge-weight", type=float, default=None, metavar="W", help="mc2fmu train --gauge-weight")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     ap.add_argument("--no-cost", action="store_true", help="skip the native FMU's cost per step")
     ap.add_argument("--plots", default=None, metavar="DIR", help="error-over-time plots (default OUT/plots)")
@@ -170,6 +171,8 @@ def main(argv=None) -> int:
                 extra["lbfgs_iters"] = args.lbfgs_iters
             if args.lbfgs_tol is not None:
                 extra["lbfgs_tol"] = args.lbfgs_tol
+            if args.gauge_weight is not None:
+                extra["gauge_weight"] = args.gauge_weight
             cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
                               rollout_steps=args.rollout, rollout_weight=args.rollout_weight, warmup=args.warmup, **extra)
             # the defaults' models are <name>-<mode>-w1, which fmu_accuracy.py and the tests read

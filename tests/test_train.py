@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -785,3 +786,66 @@ def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mecha
     reference = _weights(result.model)
     for k, v in _weights(resumed.model).items():
         assert torch.equal(v, reference[k]), k
+
+
+def test_gauge_term_is_the_spread_of_log_det_of_the_reduced_mass(toy_mechanism, toy_run):
+    """L_gauge in hull coordinates (the training path: the network's Jacobian and the projected
+    mass) against ``log det (J^T M J)`` with ``J`` of the whole decoder by ``torch.func`` and the
+    dense NC mass matrix; and zero for a linear reparametrisation of a constant-mass chart."""
+    from torch.func import jacrev, vmap
+
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import LossFunction, loss_scales, make_windows
+
+    ds, model = _toy_model(toy_mechanism, toy_run)
+    cfg = TrainConfig(dof=2, rigidity_weight=0.0, gauge_weight=1.0)
+    W = make_windows(ds, 80)
+    loss = LossFunction(model, cfg, [False, False], loss_scales(cfg, model, ds, W))
+    q = torch.as_tensor(np.random.default_rng(2).normal(0.0, 1.0, (40, 2)))
+    with torch.no_grad():
+        got = float(loss.gauge(q))
+        J = vmap(jacrev(lambda p: model.decoder(p[None])[0]))(q)
+        ld = torch.logdet(J.transpose(1, 2) @ model.M @ J)
+    ref = float(((ld - ld.mean()) ** 2).mean())
+    assert ref > 1e-2 and abs(got / ref - 1.0) < 1e-10
+    # the term enters the total with its weight
+    with torch.no_grad():
+        total, parts = loss(W)
+        no_gauge = LossFunction(model, TrainConfig(dof=2, rigidity_weight=0.0), [False, False],
+                                loss_scales(cfg, model, ds, W))(W)[0]
+    assert "gauge" in parts and abs(float(total - no_gauge) - parts["gauge"]) < 1e-12 * max(1.0, float(total))
+
+
+def test_gauge_term_vanishes_where_the_reduced_mass_is_constant():
+    """A point mass on a circle charted by its angle (``M_m = m r^2`` everywhere): L_gauge = 0;
+    charted by ``theta = q^3`` instead, ``M_m = m r^2 (3 q^2)^2``: the spread of its log."""
+    from mc2fmu.reducers.autoencoder.training import LossFunction
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    r, mass = 0.7, 2.0
+
+    class Circle(torch.nn.Module):
+        def __init__(self, power):
+            super().__init__()
+            self.power = power
+
+        def value_jh(self, q):
+            p = self.power
+            t = q[:, 0] ** p
+            dt, d2t = p * q[:, 0] ** (p - 1), p * (p - 1) * q[:, 0] ** max(p - 2, 0)
+            c, s = torch.cos(t), torch.sin(t)
+            z = torch.zeros_like(t)
+            x = torch.stack([r * c, r * s, z], -1)
+            J = torch.stack([-r * s * dt, r * c * dt, z], -1)[..., None]
+            H = torch.stack([-r * c * dt**2 - r * s * d2t, -r * s * dt**2 + r * c * d2t, z], -1)[..., None, None]
+            return x, J, H
+
+    model = SimpleNamespace(decoder=None, reduced=False, mass=mass * torch.eye(3, dtype=torch.float64))
+    q = torch.linspace(0.3, 1.4, 30, dtype=torch.float64)[:, None]
+    fn = LossFunction.__new__(LossFunction)
+    fn.model, fn.reduced = model, False
+    model.decoder = Circle(1)
+    assert float(fn.gauge(q)) < 1e-28
+    model.decoder = Circle(3)
+    ld = torch.log(mass * r * r * (3 * q[:, 0] ** 2) ** 2)
+    assert abs(float(fn.gauge(q)) / float(((ld - ld.mean()) ** 2).mean()) - 1.0) < 1e-12

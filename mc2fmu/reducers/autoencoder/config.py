@@ -38,6 +38,23 @@ def dof_value(text: str) -> int | str:
         raise ValueError(f"{text!r}: give the number of minimal coordinates or auto") from None
 
 
+def weight_or_auto(text: str) -> float | str:
+    """A loss weight, or ``auto`` (the default the config derives)."""
+    if str(text).strip() == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r}: give a weight >= 0 or auto") from None
+
+
+#: L_gauge's weight for one learnt coordinate (``gauge_weight = "auto"``).  Measured with the
+#: defaults (benchmarks/train_accuracy.py --gauge-weight, README "Reduced models"): on the
+#: 1-DOF mechanisms it kept or improved the held-out accuracy and took the A02 chain from
+#: 5.5e-2 m to 3.2e-3 m of ADAMS; on the 2-DOF five-bar it cost 5-10x the error
+AUTO_GAUGE_WEIGHT = 1e-4
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     dof: int | str = field(metadata=_opt(
@@ -87,6 +104,11 @@ class TrainConfig:
         "--rigidity-weight", "weight of L_rig, the decoded bodies' point distances against the rigid ones at latent "
         "points spread over the whole range of the coordinates, off the training path too (default 1; 0: off)"))
     rigidity_points: int = 1000
+    gauge_weight: float | str = field(default="auto", metadata=_opt(
+        "--gauge-weight", "weight of L_gauge, the spread of log det M_m (the reduced mass matrix) over the training "
+        "states: a choice of the learnt coordinates, not of the physics (a 1-DOF mechanism's coordinate with a "
+        "constant M_m is its arc length in the mass metric). auto (default): 1e-4 for one learnt coordinate, "
+        "else 0 (off; with known coordinates M_m is the physics')", metavar="W|auto", parse=weight_or_auto))
     identify: str = field(default="", metadata=_opt(
         "--identify", "identify forces the mechanism file does not describe (joint friction, unknown dampers) as "
         "sparse terms in the minimal coordinates, after seed 004: every candidate term of a library joins the "
@@ -140,8 +162,14 @@ class TrainConfig:
             problems.append(f"--lbfgs-tol {self.lbfgs_tol}: the relative improvement must be in [0, 1) (0: no early stop)")
         if not (math.isfinite(self.hull_tol) and 0 <= self.hull_tol < 1):
             problems.append(f"hull_tol {self.hull_tol}: must be in [0, 1) (0: no hull)")
-        for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight"):
+        for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight",
+                     "gauge_weight"):
             w = getattr(self, name)
+            if name == "gauge_weight" and w == "auto":
+                continue
+            if isinstance(w, str):
+                problems.append(f"--{name.replace('_', '-')} {w!r}: a loss weight must be a number >= 0 or auto")
+                continue
             if not (math.isfinite(w) and w >= 0):
                 problems.append(f"--{name.replace('_', '-')} {w}: a loss weight must be a finite number >= 0")
         if problems:
@@ -153,6 +181,14 @@ class TrainConfig:
         on the 6-body MacPherson (72 coordinates) a 32-wide decoder's reconstruction limited the
         autoencoder to 0.64 % on its training run, 64 gave 0.28 %."""
         return self.hidden or ((32, 32) if self.dof == 1 and n_x <= 36 else (64, 64))
+
+    @property
+    def gauge(self) -> float:
+        """L_gauge's weight: ``gauge_weight``, or for ``auto`` :data:`AUTO_GAUGE_WEIGHT` with one
+        learnt coordinate and 0 otherwise (``dof`` resolved)."""
+        if self.gauge_weight != "auto":
+            return float(self.gauge_weight)
+        return AUTO_GAUGE_WEIGHT if self.dof == 1 and not self.coords else 0.0
 
     @property
     def window(self) -> int:

@@ -69,7 +69,7 @@ from ...data.dataset import Dataset
 from ...errors import TrainingError
 from ...mechanics.natural import ForceModel, poses_from_nc
 from ...reduced.spring_laws import fit_laws
-from ...reduced.manifold import known_rhs, wrap_to_pi
+from ...reduced.manifold import known_rhs, mass_times, wrap_to_pi
 from ...reduced.terms import TermLibrary, build_library, evaluate, parse_groups, stlsq
 from ..base import Checkpointer, TrainingInterrupted, config_to_dict
 from .config import TrainConfig
@@ -324,7 +324,8 @@ class LossFunction:
         self.x_scale, self.v_scale, self.a_scale = (torch.as_tensor(scales[k], dtype=F64) for k in "xva")
         self.angle_mask = torch.tensor(angles, dtype=torch.bool)
         self.weights = {"rec": cfg.rec_weight, "dyn": cfg.dyn_weight, "vel": cfg.vel_weight,
-                        "acc": cfg.acc_weight, "roll": cfg.rollout_weight, "rig": cfg.rigidity_weight}
+                        "acc": cfg.acc_weight, "roll": cfg.rollout_weight, "rig": cfg.rigidity_weight,
+                        "gauge": cfg.gauge}
         if cfg.rigidity_weight:
             if layout is None:
                 raise ValueError("the rigidity term needs the NC layout (the bodies' point distances)")
@@ -456,7 +457,22 @@ class LossFunction:
             parts["roll"] = self.rollout(W, q_prev, q)
         if self.cfg.rigidity_weight:
             parts["rig"] = self.rigidity(q)
+        if self.weights["gauge"]:
+            parts["gauge"] = self.gauge(q)
         return parts
+
+    def gauge(self, q: torch.Tensor) -> torch.Tensor:
+        """L_gauge: the variance of ``log det M_m`` over the training states ``q``."""
+        dec, m = self.model.decoder, self.model
+        if self.reduced:  # in hull coordinates, the Jacobian alone
+            phi, Jphi, _ = dec.features(q, second=False)
+            J = dec.net.forward_jh(phi, Jphi, None)[1]
+            Mm = J.transpose(1, 2) @ (m.r_mass @ J)
+        else:
+            J = dec.value_jh(q)[1]
+            Mm = J.transpose(1, 2) @ mass_times(m.mass, J)
+        ld = torch.logdet(Mm)
+        return (ld - ld.mean()).pow(2).mean()
 
     def kinematic(self, x: torch.Tensor, xd: torch.Tensor, xdd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Appendix eqs. A.1-A.6: decoded velocity and acceleration against the data's."""
