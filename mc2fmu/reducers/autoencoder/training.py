@@ -471,7 +471,8 @@ class LossFunction:
         else:
             J = dec.value_jh(q)[1]
             Mm = J.transpose(1, 2) @ mass_times(m.mass, J)
-        ld = torch.logdet(Mm)
+        # a state where the chart has no inertia (J = 0) adds a finite penalty and no NaN
+        ld = torch.log(torch.linalg.det(Mm).clamp_min(1e-300))
         return (ld - ld.mean()).pow(2).mean()
 
     def kinematic(self, x: torch.Tensor, xd: torch.Tensor, xdd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
