@@ -50,8 +50,8 @@ def weight_or_auto(text: str) -> float | str:
 
 #: L_gauge's weight for one learnt coordinate (``gauge_weight = "auto"``).  Measured with the
 #: defaults (benchmarks/train_accuracy.py --gauge-weight, README "Reduced models"): it took the
-#: A02 chain from 5.5e-2 m to 3.2e-3 m of ADAMS and kept the other 1-DOF suite mechanisms
-#: within their targets (each run within 3x of its error without it, either way); on the 2-DOF
+#: A02 chain from 5.5e-2 m to 3.4e-3 m of ADAMS and kept the other 1-DOF suite mechanisms
+#: within their targets (each run within 4x of its error without it, either way); on the 2-DOF
 #: five-bar it cost 5-10x the error
 AUTO_GAUGE_WEIGHT = 1e-4
 
