@@ -3,7 +3,8 @@
     python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
                                         [--loss sim|appendix] [--rollout K] [--rollout-weight W]
                                         [--warmup rec|none] [--hidden W,W] [--lbfgs-iters N]
-                                        [--lbfgs-tol TOL] [--no-cost] [--plots DIR]
+                                        [--lbfgs-tol TOL] [--gauge-weight W] [--samples N]
+                                        [--no-cost] [--plots DIR] [--out DIR]
 
 For each mechanism: train on the `train` run (`mc2fmu train` defaults), roll the model out
 on all four runs from their initial states, and print position NRMSE (%), max rotation
@@ -153,6 +154,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lbfgs-tol", type=float, default=None, metavar="TOL",
                     help="mc2fmu train --lbfgs-tol (0: all --lbfgs-iters, no early stop)")
     ap.add_argument("--gauge-weight", type=float, default=None, metavar="W", help="mc2fmu train --gauge-weight")
+    ap.add_argument("--samples", type=int, default=None, metavar="N", help="mc2fmu train --samples")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     ap.add_argument("--no-cost", action="store_true", help="skip the native FMU's cost per step")
     ap.add_argument("--plots", default=None, metavar="DIR", help="error-over-time plots (default OUT/plots)")
@@ -173,6 +175,8 @@ def main(argv=None) -> int:
                 extra["lbfgs_tol"] = args.lbfgs_tol
             if args.gauge_weight is not None:
                 extra["gauge_weight"] = args.gauge_weight
+            if args.samples is not None:
+                extra["samples"] = args.samples
             cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
                               rollout_steps=args.rollout, rollout_weight=args.rollout_weight, warmup=args.warmup, **extra)
             # the defaults' models are <name>-<mode>-w1, which fmu_accuracy.py and the tests read

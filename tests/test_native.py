@@ -96,6 +96,41 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
         assert ("sources/buildDescription.xml" in files) == (fmi == 3)
 
 
+@pytest.mark.parametrize("jv", ["", "-DMC2FMU_JV=0"])
+def test_two_coordinates_one_an_angle_pass_the_self_check(reference_run, tmp_path, monkeypatch, jv):
+    """The step's ``H : v v`` by one propagated row per velocity (the default from two
+    coordinates on, with an angle coordinate's cos/sin features) and by the Hessian's rows
+    (MC2FMU_JV=0): both agree with the run-time model to 1e-12 at the self-check's points
+    (nonzero velocities and inputs)."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    run = reference_run("two_bar", "train")
+    mech = Path(run["path"]).parent.parent / "mechanism.toml"
+    art = fit(mech, [run["path"]], TrainConfig(dof=2, angles="1", samples=64, adam_epochs=2, lbfgs_iters=2),
+              tmp_path / "model")
+    assert art.angles == (True, False)
+    monkeypatch.setenv("MC2FMU_CFLAGS", jv)
+    summary = export_fmu(tmp_path / "model", tmp_path / "m.fmu", "native")
+    assert summary["cflags"][-1:] == ([jv] if jv else ["-Wextra"])
+    assert summary["native_max_difference"]["rhs"] <= 1e-12 and summary["native_max_difference"]["step"] <= 1e-12
+
+
+def test_folded_input_force_factors_are_exact_and_of_the_matrix_rank():
+    """``C = L R`` with ``k`` the rank: a rank-3 matrix gives 3 factors that rebuild it to
+    rounding, a zero matrix none."""
+    from mc2fmu.fmu.backends.native import low_rank
+
+    rng = np.random.default_rng(0)
+    C = rng.normal(size=(64, 3)) @ rng.normal(size=(3, 64))
+    L, R = low_rank(C)
+    assert L.shape == (64, 3) and R.shape == (3, 64)
+    assert np.abs(L @ R - C).max() <= 1e-13 * np.abs(C).max()
+    L, R = low_rank(np.zeros((64, 64)))
+    assert L.shape == (64, 0) and R.shape == (0, 64)
+
+
 def test_python_backend_description_is_unchanged(trained):
     """ME/FMI 3 extras are opt-in: the contract's variable dicts have exactly the old keys."""
     from mc2fmu.reduced.artifact import load_artifact

@@ -814,6 +814,10 @@ def test_gauge_term_is_the_spread_of_log_det_of_the_reduced_mass(toy_mechanism, 
         no_gauge = LossFunction(model, TrainConfig(dof=2, rigidity_weight=0.0), [False, False],
                                 loss_scales(cfg, model, ds, W))(W)[0]
     assert "gauge" in parts and abs(float(total - no_gauge) - parts["gauge"]) < 1e-12 * max(1.0, float(total))
+    # in the loss the term reads the dynamics term's M_m: the same value as the one formed alone
+    with torch.no_grad():
+        alone = float(loss.gauge(loss._encode(W)[1]))
+    assert alone > 1e-6 and abs(parts["gauge"] / alone - 1.0) < 1e-10
 
 
 def test_gauge_term_vanishes_where_the_reduced_mass_is_constant():

@@ -69,7 +69,7 @@ from ...data.dataset import Dataset
 from ...errors import TrainingError
 from ...mechanics.natural import ForceModel, poses_from_nc
 from ...reduced.spring_laws import fit_laws
-from ...reduced.manifold import known_rhs, mass_times, wrap_to_pi
+from ...reduced.manifold import acceleration, known_rhs, mass_times, wrap_to_pi
 from ...reduced.terms import TermLibrary, build_library, evaluate, parse_groups, stlsq
 from ..base import Checkpointer, TrainingInterrupted, config_to_dict
 from .config import TrainConfig
@@ -441,9 +441,12 @@ class LossFunction:
         dec = m.decoder
         rec, decoded_next = self._rec(W, q_prev, q, q_next)  # h_d(q_next) (hull coordinates), or None
         parts = {"rec": rec}
+        Mm = None  # M_m at the training states, when the dynamics term formed it
         if self.cfg.loss == "sim":
             v = m.step_map.training_velocity(q_prev, q, q_next, dt)
-            q_hat = 2.0 * q - q_prev + dt * dt * m.acceleration(q, v, W.u[:, 1])
+            dyn_terms, Hvv = m._terms(q, W.u[:, 1], v)
+            Mm = dyn_terms.Mm
+            q_hat = 2.0 * q - q_prev + dt * dt * acceleration(dyn_terms, v, Hvv)
             if self.reduced:
                 y_next = dec.hull(q_next) if decoded_next is None else decoded_next
                 err = (dec.hull(q_hat) - y_next) / (dt * dt)
@@ -458,17 +461,18 @@ class LossFunction:
         if self.cfg.rigidity_weight:
             parts["rig"] = self.rigidity(q)
         if self.weights["gauge"]:
-            parts["gauge"] = self.gauge(q)
+            parts["gauge"] = self.gauge(q, Mm)
         return parts
 
-    def gauge(self, q: torch.Tensor) -> torch.Tensor:
-        """L_gauge: the variance of ``log det M_m`` over the training states ``q``."""
+    def gauge(self, q: torch.Tensor, Mm: torch.Tensor | None = None) -> torch.Tensor:
+        """L_gauge: the variance of ``log det M_m`` over the training states ``q``; ``Mm``:
+        ``M_m`` at ``q`` if the caller has it (the dynamics term's), else it is formed here."""
         dec, m = self.model.decoder, self.model
-        if self.reduced:  # in hull coordinates, the Jacobian alone
+        if Mm is None and self.reduced:  # in hull coordinates, the Jacobian alone
             phi, Jphi, _ = dec.features(q, second=False)
             J = dec.net.forward_jh(phi, Jphi, None)[1]
             Mm = J.transpose(1, 2) @ (m.r_mass @ J)
-        else:
+        elif Mm is None:
             J = dec.value_jh(q)[1]
             Mm = J.transpose(1, 2) @ mass_times(m.mass, J)
         # a state where the chart has no inertia (J = 0) adds a finite penalty and no NaN

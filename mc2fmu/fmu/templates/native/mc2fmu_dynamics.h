@@ -78,31 +78,36 @@ MC2FMU_INLINE void MC2FMU_(affine_np)(int l, MC2FMU_(rows) in, MC2FMU_(rows) out
 MC2FMU_STATIC void MC2FMU_(affine)(int l, MC2FMU_(rows) in, MC2FMU_(rows) out, int np) {
     if (np == MC2FMU_P) MC2FMU_(affine_np)(l, in, out, MC2FMU_P);
     else if (np == 1) MC2FMU_(affine_np)(l, in, out, 1);
+    else if (np == 1 + MC2FMU_NQ) MC2FMU_(affine_np)(l, in, out, 1 + MC2FMU_NQ);
     else MC2FMU_(affine_np)(l, in, out, np);
+}
+
+/* the activation's value and its first two derivatives at a */
+MC2FMU_INLINE mc2fmu_real MC2FMU_(act)(mc2fmu_real a, mc2fmu_real *d1, mc2fmu_real *d2) {
+#if MC2FMU_ACTIVATION == 0 /* tanh */
+    const mc2fmu_real t = MC2FMU_TANH(a);
+    *d1 = 1.0 - t * t;
+    *d2 = -2.0 * t * (1.0 - t * t);
+    return t;
+#elif MC2FMU_ACTIVATION == 1 /* sigmoid */
+    const mc2fmu_real s = 1.0 / (1.0 + MC2FMU_EXP(-a));
+    *d1 = s * (1.0 - s);
+    *d2 = s * (1.0 - s) * (1.0 - 2.0 * s);
+    return s;
+#else /* softplus (torch: beta 1, threshold 20) */
+    const mc2fmu_real s = 1.0 / (1.0 + MC2FMU_EXP(-a));
+    *d1 = s;
+    *d2 = s * (1.0 - s);
+    return MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a));
+#endif
 }
 
 MC2FMU_STATIC void MC2FMU_(activate)(int l, MC2FMU_(rows) Z, int np) {
     const int no = mc2fmu_layer_out[l];
     int o, j, k;
     for (o = 0; o < no; o++) {
-        const mc2fmu_real a = Z[0][o];
-        mc2fmu_real f, d1, d2;
-#if MC2FMU_ACTIVATION == 0 /* tanh */
-        const mc2fmu_real t = MC2FMU_TANH(a);
-        f = t;
-        d1 = 1.0 - t * t;
-        d2 = -2.0 * t * (1.0 - t * t);
-#elif MC2FMU_ACTIVATION == 1 /* sigmoid */
-        const mc2fmu_real s = 1.0 / (1.0 + MC2FMU_EXP(-a));
-        f = s;
-        d1 = s * (1.0 - s);
-        d2 = s * (1.0 - s) * (1.0 - 2.0 * s);
-#else /* softplus (torch: beta 1, threshold 20) */
-        const mc2fmu_real s = 1.0 / (1.0 + MC2FMU_EXP(-a));
-        f = MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a));
-        d1 = s;
-        d2 = s * (1.0 - s);
-#endif
+        mc2fmu_real d1, d2;
+        const mc2fmu_real f = MC2FMU_(act)(Z[0][o], &d1, &d2);
         if (np > 1) {
             for (j = 0; j < MC2FMU_NQ; j++)
                 for (k = j; k < MC2FMU_NQ; k++) {
@@ -150,14 +155,22 @@ MC2FMU_STATIC void MC2FMU_(decode)(const mc2fmu_real *q, mc2fmu_real *x) {
 
    The output layer is folded into the dynamics (exact algebra, different rounding): with
    x = x_mean + S (W_L h + b_L), J = S W_L Jh, H = S W_L Hh and the export's float64
-   A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L,
+   A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L = L_i R_i (low rank),
    c_i = W_L^T S f_C[i] (x_mean + S b_L):
      M_m = Jh^T A Jh,  f_m = Jh^T (g + B u + sum_i u_i (C_i h + c_i)),  J^T M (H : v v) = (A Jh)^T (Hh : v v),
    with A = G^T G (G: NK x NH, NK the rank of A, the decoder's output span; mass_factor in native.py),
    so a step never forms the NX-dimensional output; x (value only) is formed for the poses.
    Spring s (if MC2FMU_NS > 0) spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L and
    p_s = D_s (x_mean + S b_L) + e_s; with l = |d_s|, n = d_s / l and sg_s = Jh^T P_s^T n:
-     ldot = sg_s . v,  T = k (l - L0) + c ldot,  J^T f_spring = -sum_s sg_s T. */
+     ldot = sg_s . v,  T = k (l - L0) + c ldot,  J^T f_spring = -sum_s sg_s T.
+
+   Hh : v v.  With MC2FMU_JV 0 the geometry propagates the Hessian's NSYM distinct rows and an
+   acceleration sums them with weights v_j v_k.  With MC2FMU_JV 1 (two or more coordinates,
+   where NSYM >= 3 rows cost more than a step's two velocities) the geometry propagates the
+   value and Jh only, keeping each hidden layer's activation derivatives d1, d2 and
+   pre-activation Jacobian rows Ja; an acceleration then propagates the one row S = H : v v,
+   S_l = d2_l (Ja_l v)^2 + d1_l W_l S_(l-1) (S_0 the features' second derivative along v): the
+   same quantity in another order of summation. */
 
 typedef struct {
     mc2fmu_real GJ[MC2FMU_NQ][MC2FMU_NK];       /* G Jh, by column of Jh (A = G^T G) */
@@ -180,6 +193,12 @@ typedef struct {
     int x_valid;
     int zb;                                     /* h, Jh, Hh (packed rows) are in bufB if set, else bufA */
     MC2FMU_(layer_buf) bufA, bufB;             /* scratch of the network */
+#if MC2FMU_JV
+    mc2fmu_real phi[MC2FMU_NF];                 /* the features (cos, sin of angle coordinates) */
+    mc2fmu_real d1[MC2FMU_NL - 1][MC2FMU_WMAX]; /* hidden layer l: the activation's derivatives */
+    mc2fmu_real d2[MC2FMU_NL - 1][MC2FMU_WMAX];
+    mc2fmu_real Ja[MC2FMU_NL - 1][MC2FMU_NQ][MC2FMU_WMAX]; /* ... and its pre-activation Jacobian rows */
+#endif
 } MC2FMU_(terms);
 
 MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(terms_rows)(MC2FMU_(terms) *T) {
@@ -257,6 +276,65 @@ MC2FMU_STATIC void MC2FMU_(eval_springs)(MC2FMU_(rows) Z, MC2FMU_(terms) *T) {
 }
 #endif
 
+#if MC2FMU_JV
+/* the hidden layers with the value and Jh rows only (1 + NQ packed rows), each layer's d1, d2
+   and Ja kept in T; returns the buffer that holds h, Jh */
+MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(hidden_jv)(const mc2fmu_real *q, MC2FMU_(terms) *T) {
+    MC2FMU_(rows) cur = T->bufA, nxt = T->bufB, tmp;
+    int l, o, j;
+    MC2FMU_(features)(q, cur, 1 + MC2FMU_NQ);
+    for (o = 0; o < MC2FMU_NF; o++) T->phi[o] = cur[0][o];
+    for (l = 0; l < MC2FMU_NL - 1; l++) {
+        const int no = mc2fmu_layer_out[l];
+        MC2FMU_(affine)(l, cur, nxt, 1 + MC2FMU_NQ);
+        for (o = 0; o < no; o++) {
+            mc2fmu_real d1, d2;
+            nxt[0][o] = MC2FMU_(act)(nxt[0][o], &d1, &d2);
+            T->d1[l][o] = d1;
+            T->d2[l][o] = d2;
+            for (j = 0; j < MC2FMU_NQ; j++) {
+                T->Ja[l][j][o] = nxt[1 + j][o];
+                nxt[1 + j][o] = d1 * nxt[1 + j][o];
+            }
+        }
+        tmp = cur; cur = nxt; nxt = tmp;
+    }
+    return cur;
+}
+
+/* hv = Hh : v v, the second derivative of h along v, from the kept d1, d2, Ja */
+MC2FMU_STATIC void MC2FMU_(hidden_vv)(const MC2FMU_(terms) *T, const mc2fmu_real *v, mc2fmu_real *hv) {
+    mc2fmu_real S[MC2FMU_WMAX], W[MC2FMU_WMAX];
+    int f = 0, i, l, o, j;
+    for (i = 0; i < MC2FMU_NQ; i++) {  /* the features': -(cos, sin) v_i^2 for an angle, else 0 */
+        if (mc2fmu_angle[i]) {
+            S[f] = -T->phi[f] * v[i] * v[i];
+            S[f + 1] = -T->phi[f + 1] * v[i] * v[i];
+            f += 2;
+        } else {
+            S[f] = 0.0;
+            f += 1;
+        }
+    }
+    for (l = 0; l < MC2FMU_NL - 1; l++) {
+        const int ni = mc2fmu_layer_in[l], no = mc2fmu_layer_out[l];
+        const double *MC2FMU_RESTRICT WT = mc2fmu_WT[l];
+        for (o = 0; o < no; o++) W[o] = 0.0;
+        for (i = 0; i < ni; i++) {  /* W_l S, a sum over the inputs in order */
+            const double *MC2FMU_RESTRICT w = WT + (size_t)i * no;
+            const mc2fmu_real z = S[i];
+            for (o = 0; o < no; o++) W[o] += w[o] * z;
+        }
+        for (o = 0; o < no; o++) {
+            mc2fmu_real jv = 0.0;
+            for (j = 0; j < MC2FMU_NQ; j++) jv += T->Ja[l][j][o] * v[j];
+            S[o] = T->d2[l][o] * jv * jv + T->d1[l][o] * W[o];
+        }
+    }
+    for (o = 0; o < MC2FMU_NH; o++) hv[o] = S[o];
+}
+#endif
+
 /* h, Jh, Hh, A Jh and M_m (and the springs' geometry) at q: the decoder's geometry, cached by
    the value of q (the output poses at a grid point and the next step's terms share one decoder
    evaluation) */
@@ -264,7 +342,11 @@ MC2FMU_STATIC void MC2FMU_(eval_geometry)(const mc2fmu_real *q, MC2FMU_(terms) *
     int n, m, j, k;
     MC2FMU_(rows) Z;
     if (T->valid && memcmp(T->q, q, sizeof T->q) == 0) return;
+#if MC2FMU_JV
+    Z = MC2FMU_(hidden_jv)(q, T);
+#else
     Z = MC2FMU_(hidden)(q, T->bufA, T->bufB, MC2FMU_P);
+#endif
     T->zb = Z == T->bufB;
     /* G Jh, a dot product per row of G */
     for (j = 0; j < MC2FMU_NQ; j++)
@@ -315,15 +397,16 @@ MC2FMU_STATIC void MC2FMU_(eval_terms)(const mc2fmu_real *q, const mc2fmu_real *
         for (k = 0; k < MC2FMU_NU; k++) s += u[k] * mc2fmu_B_h[n * MC2FMU_NU1 + k];
         y[n] = mc2fmu_g_h[n] + s;
     }
-    for (k = 0; k < MC2FMU_NU; k++) {
-        const double *MC2FMU_RESTRICT CT = mc2fmu_CT_h + (size_t)k * MC2FMU_NH * MC2FMU_NH;
+    for (k = 0; k < MC2FMU_NU; k++) {  /* C_k h = L_k (R_k h), rank k_k */
         const double *MC2FMU_RESTRICT c = mc2fmu_c_h + (size_t)k * MC2FMU_NH;
-        if (!mc2fmu_C_used[k]) continue;
+        if (mc2fmu_C_off[k + 1] == mc2fmu_C_off[k]) continue;
         for (n = 0; n < MC2FMU_NH; n++) t[n] = 0.0;
-        for (m = 0; m < MC2FMU_NH; m++) {
-            const mc2fmu_real hm = Z[0][m];
-            const double *MC2FMU_RESTRICT r = CT + (size_t)m * MC2FMU_NH;
-            for (n = 0; n < MC2FMU_NH; n++) t[n] += r[n] * hm;
+        for (m = mc2fmu_C_off[k]; m < mc2fmu_C_off[k + 1]; m++) {
+            const double *MC2FMU_RESTRICT r = mc2fmu_CR_h + (size_t)m * MC2FMU_NH;
+            const double *MC2FMU_RESTRICT l = mc2fmu_CL_h + (size_t)m * MC2FMU_NH;
+            mc2fmu_real rh = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) rh += r[n] * Z[0][n];
+            for (n = 0; n < MC2FMU_NH; n++) t[n] += l[n] * rh;
         }
         for (n = 0; n < MC2FMU_NH; n++) y[n] += u[k] * (t[n] + c[n]);
     }
@@ -412,8 +495,11 @@ MC2FMU_STATIC void MC2FMU_(identified)(const mc2fmu_real *q, const mc2fmu_real *
 /* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda), J^T M (H : v v) = (G Jh)^T G (Hh : v v) */
 MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v, mc2fmu_real *a) {
     mc2fmu_real hv[MC2FMU_NH], ghv[MC2FMU_NK], rhs[MC2FMU_NQ];
-    MC2FMU_(rows) Z = MC2FMU_(terms_rows)(T);
     int n, j, k;
+#if MC2FMU_JV
+    MC2FMU_(hidden_vv)(T, v, hv);
+#else
+    MC2FMU_(rows) Z = MC2FMU_(terms_rows)(T);
     for (n = 0; n < MC2FMU_NH; n++) hv[n] = 0.0;
     for (j = 0; j < MC2FMU_NQ; j++)  /* the distinct entries, the off-diagonal ones twice */
         for (k = j; k < MC2FMU_NQ; k++) {
@@ -421,6 +507,7 @@ MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v
             const mc2fmu_real *MC2FMU_RESTRICT hk = Z[MC2FMU_SYM(j, k)];
             for (n = 0; n < MC2FMU_NH; n++) hv[n] += hk[n] * w;
         }
+#endif
     for (k = 0; k < MC2FMU_NK; k++) {  /* G (Hh : v v) */
         const double *MC2FMU_RESTRICT g = mc2fmu_G_h + (size_t)k * MC2FMU_NH;
         mc2fmu_real s = 0.0;

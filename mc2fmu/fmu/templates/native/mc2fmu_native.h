@@ -73,6 +73,11 @@ typedef struct {
 #define MC2FMU_P (1 + MC2FMU_NQ + MC2FMU_NSYM)
 /* the packed row of the Hessian's entry (j, k), j <= k */
 #define MC2FMU_SYM(j, k) (1 + MC2FMU_NQ + (j) * (2 * MC2FMU_NQ - (j) - 1) / 2 + (k))
+/* the dynamics' H : v v by one propagated row per velocity rather than the NSYM Hessian rows
+   (mc2fmu_dynamics.h); measured with benchmarks/train_accuracy.py's native cost */
+#ifndef MC2FMU_JV
+#define MC2FMU_JV (MC2FMU_NQ >= 2 && MC2FMU_NL > 1)
+#endif
 #define MC2FMU_NE (2 * MC2FMU_NQ + MC2FMU_NU) /* envelope channels: q, qd, u */
 #define MC2FMU_NU1 (MC2FMU_NU > 0 ? MC2FMU_NU : 1)
 #define MC2FMU_GRID_TOL 1e-6 /* a communication point within 1e-6 dt of a grid point is that point */
