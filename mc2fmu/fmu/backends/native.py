@@ -160,9 +160,10 @@ def low_rank(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``L`` (NH, k), ``R`` (k, NH) with ``C = L R`` to ``MASS_RANK_TOL`` of its largest
     singular value: a folded input-force matrix ``C_i = W_L^T S f_C[i] S W_L`` has at most the
     rank of ``f_C[i]`` (a torque on one body moves that body's 12 coordinates: rank <= 6 or so),
-    and ``C_i h = L (R h)`` costs ``2 k NH`` instead of ``NH^2``.  Measured on the 3-RRR (three
-    torques, NH 64, k = 6): the native step in the C host 11.2 -> see README.  ``k = 0`` for a
-    zero matrix."""
+    and ``C_i h = L (R h)`` costs ``2 k NH`` instead of ``NH^2``.  Measured (native step in the C
+    host, benchmarks/train_accuracy.py's cost, one Hessian row per velocity on): the 3-RRR (three
+    torques, NH 64, k = 6) 11.2 -> 9.1 us, the five-bar (two torques) 7.2 -> 6.5 us.  ``k = 0``
+    for a zero matrix."""
     U, S, Vt = np.linalg.svd(C)
     keep = S > MASS_RANK_TOL * max(float(S[0]) if S.size else 0.0, 1e-300)
     if not S.size or S[0] == 0.0:
