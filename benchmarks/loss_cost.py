@@ -3,8 +3,8 @@
     python benchmarks/loss_cost.py [NAMES...] [--repeats N] [--a02 DIR]
 
 For each mechanism: the autoencoder of `mc2fmu train --dof N` defaults, built on the `train`
-run as training builds it (2000 triplets, the hull decoder, untrained weights: the cost does
-not depend on their values), then the loss and its backward pass timed: the median of
+run as training builds it (the default number of triplets, the hull decoder, untrained
+weights: the cost does not depend on their values), then the loss and its backward pass timed: the median of
 `--repeats` evaluations after three warm-up ones, in ms, and the forward pass alone without
 gradients.  `--a02 DIR` adds the IFToMM A02 chain from a folder written by `python -m
 examples.a02` (mechanism.toml, runs/train.csv.gz).  Reference runs of the suite are generated

@@ -758,6 +758,10 @@ def test_the_lbfgs_convergence_rule():
     assert not lbfgs_converged(hist(late), 0.05)
     noisy = plateau[:30] + [2.0] * 10  # the best value so far counts, not the last one
     assert lbfgs_converged(hist(noisy), 0.05)
+    # the fit's plateau counts, whatever L_gauge (in val, not in val_fit) still does
+    gauged = [{**e, "val_fit": e["val"], "val": e["val"] + 10.0 * 0.9 ** k} for k, e in enumerate(hist(plateau))]
+    assert lbfgs_converged(gauged, 0.05)
+    assert not lbfgs_converged([{**e, "val_fit": e["val"]} for e in gauged], 0.05)
 
 
 def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mechanism, toy_run, tmp_path):

@@ -77,8 +77,9 @@ class TrainConfig:
     step_map: str = field(default="centred", metadata=_opt(
         "--step-map", "one-step map: centred (default, second order) or paper (Algorithm 1)",
         choices=lambda: STEP_MAPS))
-    samples: int = field(default=2000, metadata=_opt(
-        "--samples", "time triplets (windows of K+2 samples with --rollout K) used for training (default 2000)"))
+    samples: int = field(default=1000, metadata=_opt(
+        "--samples", "time triplets (windows of K+2 samples with --rollout K) used for training, evenly spaced over "
+        "the runs (default 1000)"))
     adam_epochs: int = field(default=300, metadata=_opt("--adam-epochs", "Adam epochs before L-BFGS (default 300)"))
     warmup: str = field(default="rec", metadata=_opt(
         "--warmup", "rec (default): the Adam epochs fit the reconstruction alone, a kinematic start for the "
