@@ -552,8 +552,10 @@ def lbfgs_converged(history: list[dict], tol: float, window: int = LBFGS_WINDOW)
     than the fraction ``tol`` over the last ``window`` iterations (``history``: the training's
     records, L-BFGS ones with ``iter`` and ``val_fit``, the validation loss without L_gauge, or
     ``val``; ``tol`` 0: never).  L_gauge is left out because it is a choice of the chart, not of
-    the fit: measured on the spatial four-bar (defaults, 1000 triplets), it was 80 % of the
-    validation loss at the end and still falling, and kept L-BFGS going to 3440 iterations."""
+    the fit: on the spatial four-bar it was 80 % of the validation loss at the end and still
+    falling.  Measured (defaults, learnt coordinates): the spatial four-bar stopped at 3220
+    L-BFGS iterations instead of 3440 with the same errors, the four-bar at 1240 instead of
+    1720 (training run 0.051 -> 0.034 %)."""
     runs = [(e["iter"], e.get("val_fit", e["val"])) for e in history if e["stage"] == "lbfgs"]
     if tol <= 0 or not runs or runs[-1][0] < window:
         return False
