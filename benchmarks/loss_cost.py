@@ -35,7 +35,7 @@ def closure_cost(folder: Path, dof: int, repeats: int) -> dict:
     cfg = TrainConfig(dof=dof)
     torch.manual_seed(cfg.seed)
     angles = tr.parse_angles(cfg.angles, ds, dof)
-    W = tr.make_windows(ds, cfg.samples, cfg.window)
+    W = tr.make_windows(ds, cfg.triplets, cfg.window)
     model = tr.build_model(ds, cfg, angles)
     loss_fn = tr.LossFunction(model, cfg, angles, tr.loss_scales(cfg, model, ds, W), ds.layout)
     params = [p for p in model.parameters() if p.requires_grad]

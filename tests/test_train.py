@@ -857,3 +857,23 @@ def test_gauge_term_vanishes_where_the_reduced_mass_is_constant():
     model.decoder = Circle(3)
     ld = torch.log(mass * r * r * (3 * q[:, 0] ** 2) ** 2)
     assert abs(float(fn.gauge(q)) / float(((ld - ld.mean()) ** 2).mean()) - 1.0) < 1e-12
+
+
+def test_auto_defaults_resolve_from_the_other_options():
+    """``samples = auto``: 1000 triplets, 2000 with --identify; ``gauge_weight = auto``: on for
+    one learnt coordinate only; both parse from the command line as numbers or ``auto``, and a
+    negative count is refused with the option's name."""
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder.config import (
+        AUTO_GAUGE_WEIGHT, AUTO_SAMPLES, AUTO_SAMPLES_IDENTIFY, TrainConfig, count_or_auto)
+
+    assert (AUTO_SAMPLES, AUTO_SAMPLES_IDENTIFY) == (1000, 2000)
+    assert TrainConfig(dof=1).triplets == 1000 and TrainConfig(dof=1, identify="default").triplets == 2000
+    assert TrainConfig(dof=1, samples=300, identify="default").triplets == 300
+    assert count_or_auto("auto") == "auto" and count_or_auto("64") == 64
+    with pytest.raises(ValueError, match="whole number"):
+        count_or_auto("1e3")
+    with pytest.raises(TrainingError, match="--samples -1"):
+        TrainConfig(dof=1, samples=-1).validate()
+    assert TrainConfig(dof=1).gauge == AUTO_GAUGE_WEIGHT
+    assert TrainConfig(dof=2).gauge == 0.0 and TrainConfig(dof=1, coords=("crank.R11",)).gauge == 0.0

@@ -38,6 +38,16 @@ def dof_value(text: str) -> int | str:
         raise ValueError(f"{text!r}: give the number of minimal coordinates or auto") from None
 
 
+def count_or_auto(text: str) -> int | str:
+    """A count, or ``auto`` (the default the config derives)."""
+    if str(text).strip() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r}: give a whole number or auto") from None
+
+
 def weight_or_auto(text: str) -> float | str:
     """A loss weight, or ``auto`` (the default the config derives)."""
     if str(text).strip() == "auto":
@@ -54,6 +64,16 @@ def weight_or_auto(text: str) -> float | str:
 #: within their targets (each run within 4x of its error without it, either way); on the 2-DOF
 #: five-bar it cost 5-10x the error
 AUTO_GAUGE_WEIGHT = 1e-4
+
+#: training triplets (``samples = "auto"``), evenly spaced over the runs.  Measured with the
+#: defaults (benchmarks/train_accuracy.py --samples, benchmarks/a02.py, README "Reduced models"):
+#: 1000 instead of 2000 halved the cost per L-BFGS iteration and kept every suite mechanism within
+#: its targets (A02's B0 3.4e-3 -> 1.8e-3 m of ADAMS).  With --identify the smoothed signs of
+#: friction are fitted where the velocity changes sign, a few ms of a run: there 1000 triplets
+#: (one per 10 ms) left the friction four-bar at 0.30 / 0.69 / 0.56 % (benchmarks/unknown_forces.py),
+#: 2000 at 0.02-0.05 %
+AUTO_SAMPLES = 1000
+AUTO_SAMPLES_IDENTIFY = 2000
 
 
 @dataclass(frozen=True)
@@ -77,9 +97,10 @@ class TrainConfig:
     step_map: str = field(default="centred", metadata=_opt(
         "--step-map", "one-step map: centred (default, second order) or paper (Algorithm 1)",
         choices=lambda: STEP_MAPS))
-    samples: int = field(default=1000, metadata=_opt(
+    samples: int | str = field(default="auto", metadata=_opt(
         "--samples", "time triplets (windows of K+2 samples with --rollout K) used for training, evenly spaced over "
-        "the runs (default 1000)"))
+        f"the runs; auto (default): {AUTO_SAMPLES}, {AUTO_SAMPLES_IDENTIFY} with --identify (friction's sign changes "
+        "need the denser sampling); 0: every window of the runs", metavar="N|auto", parse=count_or_auto))
     adam_epochs: int = field(default=300, metadata=_opt("--adam-epochs", "Adam epochs before L-BFGS (default 300)"))
     warmup: str = field(default="rec", metadata=_opt(
         "--warmup", "rec (default): the Adam epochs fit the reconstruction alone, a kinematic start for the "
@@ -156,6 +177,10 @@ class TrainConfig:
                 problems.append(f"--identify {exc}")
         if not (math.isfinite(self.kappa) and 0 <= self.kappa < 1):
             problems.append(f"--kappa {self.kappa}: the relative threshold must be in [0, 1)")
+        if self.samples != "auto" and (not isinstance(self.samples, int) or isinstance(self.samples, bool)
+                                       or self.samples < 0):
+            problems.append(f"--samples {self.samples}: the number of training triplets must be >= 0 (0: every "
+                            "window of the runs) or auto")
         if self.identify_iters < 0:
             problems.append(f"--identify-iters {self.identify_iters}: must be >= 0")
         if self.rollout_steps < 0:
@@ -191,6 +216,14 @@ class TrainConfig:
         if self.gauge_weight != "auto":
             return float(self.gauge_weight)
         return AUTO_GAUGE_WEIGHT if self.dof == 1 and not self.coords else 0.0
+
+    @property
+    def triplets(self) -> int:
+        """The training triplets (windows): ``samples``, or for ``auto`` :data:`AUTO_SAMPLES`
+        (:data:`AUTO_SAMPLES_IDENTIFY` with ``identify``)."""
+        if self.samples != "auto":
+            return int(self.samples)
+        return AUTO_SAMPLES_IDENTIFY if self.identify else AUTO_SAMPLES
 
     @property
     def window(self) -> int:

@@ -619,7 +619,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
-    T = make_windows(ds, cfg.samples, cfg.window)
+    T = make_windows(ds, cfg.triplets, cfg.window)
     model = build_model(ds, cfg, angles)
     law_fit = model.spring_law_residuals
     loss_fn = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, T), ds.layout)
