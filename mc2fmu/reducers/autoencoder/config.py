@@ -70,8 +70,8 @@ AUTO_GAUGE_WEIGHT = 1e-4
 #: 1000 instead of 2000 halved the cost per L-BFGS iteration and kept every suite mechanism within
 #: its targets (A02's B0 3.4e-3 -> 1.8e-3 m of ADAMS).  With --identify the smoothed signs of
 #: friction are fitted where the velocity changes sign, a few ms of a run: there 1000 triplets
-#: (one per 10 ms) left the friction four-bar at 0.30 / 0.69 / 0.56 % (benchmarks/unknown_forces.py),
-#: 2000 at 0.02-0.05 %
+#: (one per 10 ms) left the friction four-bar's autoencoder at 0.30 / 0.69 / 0.56 %, 2000 at
+#: 0.03 / 0.09 / 0.09 % (benchmarks/unknown_forces.py --only identify)
 AUTO_SAMPLES = 1000
 AUTO_SAMPLES_IDENTIFY = 2000
 
