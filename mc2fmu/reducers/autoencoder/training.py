@@ -549,13 +549,13 @@ LBFGS_CHUNK = 20  # L-BFGS iterations per optimiser step (and per progress entry
 LBFGS_WINDOW = 400
 #: L-BFGS's memory (pairs of steps and gradient changes it keeps).  Measured with the defaults
 #: (benchmarks/train_accuracy.py, benchmarks/a02.py, README "Reduced models"), 100 instead of 50,
-#: L-BFGS iterations until converged: five-bar 3760 -> 2800 learnt (NRMSE 0.134 / 0.246 / 0.500
-#: -> 0.068 / 0.195 / 0.374 %), spatial four-bar 3220 -> 1680, two-bar 1540 -> 1120, 3-RRR 6000
-#: (the cap) -> 3980 learnt (0.086 / 0.364 / 0.495 -> 0.103 / 0.404 / 0.587 %), 6000 -> 5940
-#: known; the other learnt 1-DOF rows took 1340-1800 instead of 840-1380 and stayed within
-#: their targets, their errors from 4x larger (spatial four-bar's low run, 0.041 -> 0.158 %) to
-#: 6x smaller (MacPherson); A02's B0 1.2e-3 -> 1.0e-3 m of ADAMS.  The two-loop recursion over
-#: 100 pairs of ~10^4 weights costs about 1 ms per iteration, a few % of a closure
+#: learnt coordinates, one session: the five-bar converged after 2800 L-BFGS iterations instead
+#: of 3760 (79 -> 57 s; NRMSE 0.090 / 0.272 / 0.551 -> 0.068 / 0.195 / 0.374 %), the 3-RRR after
+#: 3980 instead of the 6000 cap (161 -> 96 s; 0.090 / 0.375 / 0.530 -> 0.103 / 0.404 / 0.587 %);
+#: against the previous session's figures, the spatial four-bar 3220 -> 1680 iterations, the
+#: two-bar 1540 -> 1120, the other 1-DOF linkages 840-1380 -> 1340-1800, all within their
+#: targets, A02's B0 1.2e-3 -> 1.0e-3 m of ADAMS.  The longer two-loop recursion did not show in
+#: the time per iteration (the five-bar's 21.0 ms with 50 pairs, 20.4 ms with 100)
 LBFGS_HISTORY = 100
 
 
