@@ -762,6 +762,11 @@ def test_the_lbfgs_convergence_rule():
     gauged = [{**e, "val_fit": e["val"], "val": e["val"] + 10.0 * 0.9 ** k} for k, e in enumerate(hist(plateau))]
     assert lbfgs_converged(gauged, 0.05)
     assert not lbfgs_converged([{**e, "val_fit": e["val"]} for e in gauged], 0.05)
+    # a fit at or below the floor is good enough, however fast it is still falling (0: off)
+    assert not lbfgs_converged(hist(falling), 0.05, floor=0.9 ** 39 / 2)
+    assert lbfgs_converged(hist(falling), 0.05, floor=0.9 ** 39)
+    assert lbfgs_converged(hist(falling[:3]), 0.0, floor=0.9)  # before the window, with tol 0 too
+    assert not lbfgs_converged(hist(falling), 0.0, floor=0.0)
 
 
 def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mechanism, toy_run, tmp_path):
@@ -780,8 +785,8 @@ def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mecha
     assert 400 <= done < 3000
     lb = [e for e in result.history if e["stage"] == "lbfgs"]
     assert lb[-1]["iter"] == done
-    assert lbfgs_converged(result.history, cfg.lbfgs_tol)
-    assert not lbfgs_converged(result.history[:-1], cfg.lbfgs_tol)
+    assert lbfgs_converged(result.history, cfg.lbfgs_tol, cfg.lbfgs_floor)
+    assert not lbfgs_converged(result.history[:-1], cfg.lbfgs_tol, cfg.lbfgs_floor)
     path = tmp_path / "m.checkpoint.pt"
     with pytest.raises(TrainingInterrupted):
         train(ds, cfg, _interrupt_at(8), Checkpointer(path, 0.0))

@@ -43,9 +43,9 @@ four-bar with friction, known coordinate, every term group): starting the terms 
 squares after the warm-up, or identifying only after a training without them, both left the
 model in a worse minimum (held-out NRMSE 1.5 % and 24 %, against 0.5 % from zero).
 
-Optimisation: Adam with a decaying rate, then L-BFGS, full batch on a subsample of the data
-windows; 95/5 random split, the weights with the best validation loss are kept.  Seeded and
-deterministic on CPU; with a :class:`Checkpointer` the complete state is written at iteration
+Optimisation: Adam with a decaying rate, then L-BFGS (:mod:`.lbfgs`: torch's, its two-loop
+recursion in closed form), full batch on a subsample of the data windows; 95/5 random split,
+the weights with the best validation loss are kept.  Seeded and deterministic on CPU; with a :class:`Checkpointer` the complete state is written at iteration
 boundaries, and a resumed run ends with exactly the weights of an uninterrupted one.
 """
 
@@ -73,6 +73,7 @@ from ...reduced.manifold import acceleration, known_rhs, mass_times, wrap_to_pi
 from ...reduced.terms import TermLibrary, build_library, evaluate, parse_groups, stlsq
 from ..base import Checkpointer, TrainingInterrupted, config_to_dict
 from .config import TrainConfig
+from .lbfgs import LBFGS
 from .torch_model import Decoder, LinearEncoder, NeuralEncoder, TorchManifoldModel
 
 F64 = torch.float64
@@ -413,17 +414,26 @@ class LossFunction:
         y = self.model.decoder.hull(q)
         return (y - target).pow(2).sum(-1).mean() / self.n_x, y
 
-    def _rec(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor,
-             q_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _rec(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor, q_next: torch.Tensor,
+             y_mid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """L_rec, and ``h_d(q_next)`` when it was decoded on the way (autoencoder: the triplet;
-        in hull coordinates with a hull decoder)."""
+        in hull coordinates with a hull decoder).  ``y_mid``: the hull decoder's ``y`` at ``q``
+        when the caller has it (the dynamics term's), not decoded again."""
         dec = self.model.decoder
         if self.reduced:
             target = self._data(W)["target"]  # the three samples' targets, one after the other
+            B = len(q)
             if isinstance(self.model.encoder, LinearEncoder):
-                return self._hull_rec(target[len(q):2 * len(q)], q)[0], None
-            rec, y = self._hull_rec(target, torch.cat([q_prev, q, q_next]))
-            return rec, y[2 * len(q):]
+                mid = target[B:2 * B]
+                if y_mid is None:
+                    return self._hull_rec(mid, q)[0], None
+                return (y_mid - mid).pow(2).sum(-1).mean() / self.n_x, None
+            if y_mid is None:
+                rec, y = self._hull_rec(target, torch.cat([q_prev, q, q_next]))
+                return rec, y[2 * B:]
+            ends = dec.hull(torch.cat([q_prev, q_next]))
+            y = torch.cat([ends[:B], y_mid, ends[B:]])
+            return (y - target).pow(2).sum(-1).mean() / self.n_x, ends[B:]
         if isinstance(self.model.encoder, LinearEncoder):
             return ((dec(q) - W.x[:, 1]) / self.x_scale).pow(2).mean(), None
         xs = torch.cat([W.x[:, 0], W.x[:, 1], W.x[:, 2]])
@@ -439,13 +449,17 @@ class LossFunction:
         x_prev, x, x_next = W.x[:, 0], W.x[:, 1], W.x[:, 2]
         q_prev, q, q_next = self._encode(W)
         dec = m.decoder
-        rec, decoded_next = self._rec(W, q_prev, q, q_next)  # h_d(q_next) (hull coordinates), or None
-        parts = {"rec": rec}
         Mm = None  # M_m at the training states, when the dynamics term formed it
         if self.cfg.loss == "sim":
             v = m.step_map.training_velocity(q_prev, q, q_next, dt)
             dyn_terms, Hvv = m._terms(q, W.u[:, 1], v)
             Mm = dyn_terms.Mm
+        # with a hull decoder the dynamics' y(q) is the reconstruction's middle sample: decoded
+        # once (measured, benchmarks/loss_cost.py: the 3-RRR's closure 21.8 -> 18.7 ms)
+        y_mid = dyn_terms.x if self.cfg.loss == "sim" and self.reduced else None
+        rec, decoded_next = self._rec(W, q_prev, q, q_next, y_mid)  # h_d(q_next) (hull coordinates), or None
+        parts = {"rec": rec}
+        if self.cfg.loss == "sim":
             q_hat = 2.0 * q - q_prev + dt * dt * acceleration(dyn_terms, v, Hvv)
             if self.reduced:
                 y_next = dec.hull(q_next) if decoded_next is None else decoded_next
@@ -537,9 +551,9 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
         torch.use_deterministic_algorithms(previous)
 
 
-#: 3: L-BFGS's memory went from 50 to 100 pairs (an optimiser state of version 2 would resume
-#: with the former memory and not reproduce an uninterrupted run)
-CHECKPOINT_VERSION = 3
+#: 4: the L-BFGS of :mod:`.lbfgs` (its memory in ring buffers) with 200 pairs (3: torch's with 100,
+#: 2: with 50); an optimiser state of an earlier version would not resume this optimiser
+CHECKPOINT_VERSION = 4
 LBFGS_CHUNK = 20  # L-BFGS iterations per optimiser step (and per progress entry)
 #: the window of the L-BFGS convergence test (:func:`lbfgs_converged`).  Measured (validation
 #: loss per 20 iterations, defaults): the four-bar's fell by 0.4 % between iterations 620 and
@@ -548,27 +562,28 @@ LBFGS_CHUNK = 20  # L-BFGS iterations per optimiser step (and per progress entry
 #: about 4800 (0.4 % between 4620 and 5020)
 LBFGS_WINDOW = 400
 #: L-BFGS's memory (pairs of steps and gradient changes it keeps).  Measured with the defaults
-#: (benchmarks/train_accuracy.py, benchmarks/a02.py, README "Reduced models"), 100 instead of 50,
-#: learnt coordinates, one session: the five-bar converged after 2800 L-BFGS iterations instead
-#: of 3760 (79 -> 57 s; NRMSE 0.090 / 0.272 / 0.551 -> 0.068 / 0.195 / 0.374 %), the 3-RRR after
-#: 3980 instead of the 6000 cap (161 -> 96 s; 0.090 / 0.375 / 0.530 -> 0.103 / 0.404 / 0.587 %);
-#: against the previous session's figures, the spatial four-bar 3220 -> 1680 iterations, the
-#: two-bar 1540 -> 1120, the other 1-DOF linkages 840-1380 -> 1340-1800, all within their
-#: targets, A02's B0 1.2e-3 -> 1.0e-3 m of ADAMS.  The longer two-loop recursion did not show in
-#: the time per iteration (the five-bar's 21.0 ms with 50 pairs, 20.4 ms with 100)
-LBFGS_HISTORY = 100
+#: (benchmarks/train_accuracy.py, benchmarks/a02.py, README "Reduced models"), learnt
+#: coordinates: 50 -> 100 pairs took the five-bar from 3760 to 2800 iterations (NRMSE train /
+#: low / shape 0.090 / 0.272 / 0.551 -> 0.068 / 0.195 / 0.374 %) and the 3-RRR from the 6000 cap
+#: to 3980 (0.090 / 0.375 / 0.530 -> 0.103 / 0.404 / 0.587 %); 100 -> 200 pairs (torch's
+#: optimiser still) the 3-RRR to 0.070 / 0.260 / 0.390 % (its loss at equal iterations about
+#: half: 3.9e-6 after 2800 instead of 6.5e-6), the five-bar to 0.168 / 0.101 / 0.200 %.  With
+#: :mod:`.lbfgs` the memory's cost per iteration no longer grows with a Python loop per pair
+LBFGS_HISTORY = 200
 
 
-def lbfgs_converged(history: list[dict], tol: float, window: int = LBFGS_WINDOW) -> bool:
+def lbfgs_converged(history: list[dict], tol: float, floor: float = 0.0, window: int = LBFGS_WINDOW) -> bool:
     """Whether the L-BFGS phase has converged: the best validation loss of the fit fell by less
-    than the fraction ``tol`` over the last ``window`` iterations (``history``: the training's
-    records, L-BFGS ones with ``iter`` and ``val_fit``, the validation loss without L_gauge, or
-    ``val``; ``tol`` 0: never).  L_gauge is left out because it is a choice of the chart, not of
+    than the fraction ``tol`` over the last ``window`` iterations, or it is at most ``floor``
+    (``history``: the training's records, L-BFGS ones with ``iter`` and ``val_fit``, the
+    validation loss without L_gauge, or ``val``; ``tol`` 0 and ``floor`` 0: never).  L_gauge is left out because it is a choice of the chart, not of
     the fit: on the spatial four-bar it was 80 % of the validation loss at the end and still
     falling.  Measured (defaults, learnt coordinates): the spatial four-bar stopped at 3220
     L-BFGS iterations instead of 3440 with the same errors, the four-bar at 1240 instead of
     1720 (training run 0.051 -> 0.034 %)."""
     runs = [(e["iter"], e.get("val_fit", e["val"])) for e in history if e["stage"] == "lbfgs"]
+    if runs and floor > 0 and min(v for _, v in runs) <= floor:
+        return True
     if tol <= 0 or not runs or runs[-1][0] < window:
         return False
     last = runs[-1][0]
@@ -682,11 +697,11 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
 
     opt = torch.optim.Adam(params, lr=cfg.adam_lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.adam_epochs, 1), eta_min=cfg.adam_lr * 0.03)
-    lbfgs: torch.optim.LBFGS | None = None
+    lbfgs: LBFGS | None = None
 
-    def new_lbfgs() -> torch.optim.LBFGS:
-        return torch.optim.LBFGS(params, lr=1.0, max_iter=LBFGS_CHUNK, history_size=LBFGS_HISTORY,
-                                 line_search_fn="strong_wolfe", tolerance_grad=1e-12, tolerance_change=1e-15)
+    def new_lbfgs() -> LBFGS:
+        return LBFGS(params, lr=1.0, max_iter=LBFGS_CHUNK, history_size=LBFGS_HISTORY, tolerance_grad=1e-12,
+                     tolerance_change=1e-15)
 
     config_key = json.loads(json.dumps(config_to_dict(cfg)))  # as a checkpoint holds it
     data_hash = _data_hash(T, model) if checkpoint else ""
@@ -747,7 +762,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     try:
         for step in range(first, len(steps)):
             stage, it = steps[step]
-            if stage == "lbfgs" and lbfgs_converged(history, cfg.lbfgs_tol):
+            if stage == "lbfgs" and lbfgs_converged(history, cfg.lbfgs_tol, cfg.lbfgs_floor):
                 # converged: the rest of the L-BFGS budget is skipped (decided from the history
                 # alone, so a resumed run skips the same steps; no snapshot for a skipped step)
                 if progress and not announced["converged"]:
