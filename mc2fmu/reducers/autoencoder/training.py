@@ -44,8 +44,9 @@ squares after the warm-up, or identifying only after a training without them, bo
 model in a worse minimum (held-out NRMSE 1.5 % and 24 %, against 0.5 % from zero).
 
 Optimisation: Adam with a decaying rate, then L-BFGS (:mod:`.lbfgs`: torch's, its two-loop
-recursion in closed form), full batch on a subsample of the data windows; 95/5 random split,
-the weights with the best validation loss are kept.  Seeded and deterministic on CPU; with a :class:`Checkpointer` the complete state is written at iteration
+recursion in closed form, restarted after a stall), full batch on a subsample of the data
+windows; 95/5 random split, the weights with the best validation loss are kept.  Seeded and
+deterministic on CPU; with a :class:`Checkpointer` the complete state is written at iteration
 boundaries, and a resumed run ends with exactly the weights of an uninterrupted one.
 """
 
@@ -576,9 +577,10 @@ def lbfgs_converged(history: list[dict], tol: float, floor: float = 0.0, window:
     """Whether the L-BFGS phase has converged: the best validation loss of the fit fell by less
     than the fraction ``tol`` over the last ``window`` iterations, or it is at most ``floor``
     (``history``: the training's records, L-BFGS ones with ``iter`` and ``val_fit``, the
-    validation loss without L_gauge, or ``val``; ``tol`` 0 and ``floor`` 0: never).  L_gauge is left out because it is a choice of the chart, not of
-    the fit: on the spatial four-bar it was 80 % of the validation loss at the end and still
-    falling.  Measured (defaults, learnt coordinates): the spatial four-bar stopped at 3220
+    validation loss without L_gauge, or ``val``; ``tol`` 0 and ``floor`` 0: never; see
+    :data:`~.config.AUTO_LBFGS_FLOOR`).  L_gauge is left out because it is a choice of the
+    chart, not of the fit: on the spatial four-bar it was 80 % of the validation loss at the end
+    and still falling.  Measured (defaults, learnt coordinates): the spatial four-bar stopped at 3220
     L-BFGS iterations instead of 3440 with the same errors, the four-bar at 1240 instead of
     1720 (training run 0.051 -> 0.034 %)."""
     runs = [(e["iter"], e.get("val_fit", e["val"])) for e in history if e["stage"] == "lbfgs"]
