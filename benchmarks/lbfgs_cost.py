@@ -24,22 +24,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.loss_cost import default_loss  # noqa: E402
 from benchmarks.train_accuracy import DOF, ensure_runs  # noqa: E402
-from mc2fmu.data.dataset import load_training_data  # noqa: E402
-from mc2fmu.reducers.autoencoder import training as tr  # noqa: E402
-from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 from mc2fmu.reducers.autoencoder.lbfgs import LBFGS  # noqa: E402
 
 
 def optimiser_cost(folder: Path, dof: int, history: int, iterations: int, ours: bool) -> dict:
-    ds = load_training_data(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"])
-    cfg = TrainConfig(dof=dof)
-    torch.manual_seed(cfg.seed)
-    angles = tr.parse_angles(cfg.angles, ds, dof)
-    W = tr.make_windows(ds, cfg.triplets, cfg.window)
-    model = tr.build_model(ds, cfg, angles)
-    loss_fn = tr.LossFunction(model, cfg, angles, tr.loss_scales(cfg, model, ds, W), ds.layout)
-    params = [p for p in model.parameters() if p.requires_grad]
+    _, _, loss_fn, W, params = default_loss(folder, dof)
     kw = dict(lr=1.0, max_iter=20, history_size=history, tolerance_grad=1e-12, tolerance_change=1e-15)
     opt = LBFGS(params, **kw) if ours else torch.optim.LBFGS(params, line_search_fn="strong_wolfe", **kw)
     spent = {"closure": 0.0, "evals": 0}

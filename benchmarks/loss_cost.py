@@ -30,7 +30,10 @@ from mc2fmu.reducers.autoencoder import training as tr  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 
 
-def closure_cost(folder: Path, dof: int, repeats: int) -> dict:
+def default_loss(folder: Path, dof: int):
+    """The autoencoder of `mc2fmu train --dof N` defaults on the folder's `train` run, built as
+    training builds it (untrained weights): its dataset, model, loss function, training
+    windows and trainable parameters."""
     ds = load_training_data(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"])
     cfg = TrainConfig(dof=dof)
     torch.manual_seed(cfg.seed)
@@ -38,7 +41,11 @@ def closure_cost(folder: Path, dof: int, repeats: int) -> dict:
     W = tr.make_windows(ds, cfg.triplets, cfg.window)
     model = tr.build_model(ds, cfg, angles)
     loss_fn = tr.LossFunction(model, cfg, angles, tr.loss_scales(cfg, model, ds, W), ds.layout)
-    params = [p for p in model.parameters() if p.requires_grad]
+    return ds, model, loss_fn, W, [p for p in model.parameters() if p.requires_grad]
+
+
+def closure_cost(folder: Path, dof: int, repeats: int) -> dict:
+    ds, model, loss_fn, W, params = default_loss(folder, dof)
 
     def closure():
         for p in params:

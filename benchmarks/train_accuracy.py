@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", default="", metavar="W,W", help="decoder hidden widths (mc2fmu train --hidden)")
     ap.add_argument("--lbfgs-iters", type=int, default=None, metavar="N", help="mc2fmu train --lbfgs-iters")
     ap.add_argument("--lbfgs-tol", type=float, default=None, metavar="TOL",
-                    help="mc2fmu train --lbfgs-tol (0: all --lbfgs-iters, no early stop)")
+                    help="mc2fmu train --lbfgs-tol (0, with --lbfgs-floor 0: all --lbfgs-iters, no early stop)")
     ap.add_argument("--lbfgs-floor", type=float, default=None, metavar="LOSS",
                     help="mc2fmu train --lbfgs-floor (0: off)")
     ap.add_argument("--gauge-weight", type=float, default=None, metavar="W", help="mc2fmu train --gauge-weight")

@@ -584,12 +584,14 @@ def lbfgs_converged(history: list[dict], tol: float, floor: float = 0.0, window:
     L-BFGS iterations instead of 3440 with the same errors, the four-bar at 1240 instead of
     1720 (training run 0.051 -> 0.034 %)."""
     runs = [(e["iter"], e.get("val_fit", e["val"])) for e in history if e["stage"] == "lbfgs"]
-    if runs and floor > 0 and min(v for _, v in runs) <= floor:
+    if not runs:
+        return False
+    best_now = min(v for _, v in runs)
+    if floor > 0 and best_now <= floor:
         return True
-    if tol <= 0 or not runs or runs[-1][0] < window:
+    if tol <= 0 or runs[-1][0] < window:
         return False
     last = runs[-1][0]
-    best_now = min(v for _, v in runs)
     before = [v for it, v in runs if it <= last - window]
     if not before:
         return False
