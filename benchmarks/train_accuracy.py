@@ -3,7 +3,7 @@
     python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
                                         [--loss sim|appendix] [--rollout K] [--rollout-weight W]
                                         [--warmup rec|none] [--hidden W,W] [--lbfgs-iters N]
-                                        [--lbfgs-tol TOL] [--lbfgs-floor LOSS] [--gauge-weight W] [--samples N]
+                                        [--lbfgs-tol TOL] [--lbfgs-floor LOSS] [--lbfgs-subset N] [--gauge-weight W] [--samples N]
                                         [--no-cost] [--plots DIR] [--out DIR]
 
 For each mechanism: train on the `train` run (`mc2fmu train` defaults), roll the model out
@@ -155,6 +155,8 @@ def main(argv=None) -> int:
                     help="mc2fmu train --lbfgs-tol (0, with --lbfgs-floor 0: all --lbfgs-iters, no early stop)")
     ap.add_argument("--lbfgs-floor", type=float, default=None, metavar="LOSS",
                     help="mc2fmu train --lbfgs-floor (0: off)")
+    ap.add_argument("--lbfgs-subset", type=int, default=None, metavar="N",
+                    help="mc2fmu train --lbfgs-subset (1: every triplet from the start)")
     ap.add_argument("--gauge-weight", type=float, default=None, metavar="W", help="mc2fmu train --gauge-weight")
     ap.add_argument("--samples", type=int, default=None, metavar="N", help="mc2fmu train --samples")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
@@ -177,6 +179,8 @@ def main(argv=None) -> int:
                 extra["lbfgs_tol"] = args.lbfgs_tol
             if args.lbfgs_floor is not None:
                 extra["lbfgs_floor"] = args.lbfgs_floor
+            if args.lbfgs_subset is not None:
+                extra["lbfgs_subset"] = args.lbfgs_subset
             if args.gauge_weight is not None:
                 extra["gauge_weight"] = args.gauge_weight
             if args.samples is not None:

@@ -678,6 +678,8 @@ class _progress_bar:
         self.bar.n = int(1000 * e["done"])
         terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
         parts = [f"{e.get('stage', '')} {e.get('iter', '')}".strip()]
+        if e.get("triplets"):  # L-BFGS's share of the training triplets
+            parts[0] += f" on {e['triplets']} triplets"
         if e.get("loss") is not None:
             parts.append(f"loss {e['loss']:.2e}" + (f" ({terms})" if terms else ""))
         if e.get("val") is not None:

@@ -173,3 +173,75 @@ def test_the_memory_fills_whatever_the_scale_of_the_loss():
     theirs, theirs_state = solve(torch.optim.LBFGS, 1e-12, line_search_fn="strong_wolfe")
     assert theirs_state["old_dirs"] == []
     assert theirs > 0.1  # steepest descent on a condition number of 1000
+
+
+def test_a_changed_objective_keeps_the_memory_and_makes_no_mixed_pair():
+    """Training moves to more of its data: after ``objective_changed`` the gradient change
+    across the switch (one objective's gradient minus another's) makes no pair, the memory is
+    kept, and the pairs after it are the new objective's: ``y = A2 s`` for the quadratic
+    ``0.5 x^T A2 x``.  Without the call the mixed pair joins the memory."""
+    n = 8
+    gen = torch.Generator().manual_seed(3)
+    A1 = torch.diag(torch.linspace(1.0, 10.0, n, dtype=F64))
+    Q = torch.linalg.qr(torch.randn(n, n, generator=gen, dtype=F64))[0]
+    A2 = Q @ torch.diag(torch.linspace(2.0, 30.0, n, dtype=F64)) @ Q.T
+    b = torch.randn(n, generator=gen, dtype=F64)
+
+    def trained(changed: bool):
+        x = torch.zeros(n, dtype=F64, requires_grad=True)
+        opt = LBFGS([x], max_iter=4, max_eval=100, history_size=20, tolerance_grad=1e-14, tolerance_change=1e-16)
+        A = {"now": A1}
+
+        def closure():
+            opt.zero_grad()
+            loss = 0.5 * x @ (A["now"] @ x) - b @ x
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        state = opt.state[x]
+        before = [(state["S"][k].clone(), state["Y"][k].clone()) for k in state["order"]]
+        A["now"] = A2
+        if changed:
+            opt.objective_changed()
+        opt.step(closure)
+        pairs = [(state["S"][k], state["Y"][k]) for k in state["order"]]
+        return before, pairs, state.get("restarts", 0)
+
+    before, pairs, restarts = trained(changed=True)
+    assert restarts == 0
+    assert len(before) == 3  # the first of four iterations is steepest descent
+    for (s0, y0), (s, y) in zip(before, pairs):  # the memory is kept
+        assert torch.equal(s0, s) and torch.equal(y0, y)
+    assert len(pairs) == len(before) + 3  # the switch's iteration added none, the next three did
+    for s, y in pairs[len(before):]:
+        assert torch.allclose(y, A2 @ s, rtol=1e-9, atol=1e-12)
+    # without it the mixed pair joins: kept in the memory, or it gave an uphill direction and
+    # the memory was forgotten
+    _, mixed, restarts = trained(changed=False)
+    assert restarts > 0 or any(not torch.allclose(y, A2 @ s, rtol=1e-3) and not torch.allclose(y, A1 @ s, rtol=1e-3)
+                               for s, y in mixed)
+
+
+def test_a_step_starts_from_where_the_one_before_ended():
+    """The loss and gradient at the end of a step are the next one's start: three steps make two
+    closure calls fewer than torch's, for the same iterates (test above), and a state that has
+    them resumes without evaluating them again."""
+    counts = {}
+    for cls, kw in ((LBFGS, {}), (torch.optim.LBFGS, {"line_search_fn": "strong_wolfe"})):
+        x = torch.tensor([-1.2, 1.0] * 5, dtype=F64, requires_grad=True)
+        opt = cls([x], lr=1.0, max_iter=5, history_size=7, tolerance_grad=1e-14, tolerance_change=1e-16, **kw)
+        calls = {"n": 0}
+
+        def closure():
+            calls["n"] += 1
+            opt.zero_grad()
+            loss = rosenbrock(x)
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            opt.step(closure)
+        counts[cls] = (calls["n"], x.detach().clone())
+    assert counts[LBFGS][0] == counts[torch.optim.LBFGS][0] - 2
+    assert torch.allclose(counts[LBFGS][1], counts[torch.optim.LBFGS][1], rtol=0, atol=1e-12)

@@ -769,27 +769,67 @@ def test_the_lbfgs_convergence_rule():
     assert not lbfgs_converged(hist(falling), 0.0, floor=0.0)
 
 
-def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mechanism, toy_run, tmp_path):
-    """A tiny model on the toy data converges long before a 3000-iteration budget: training
-    stops at the first chunk where the rule holds (not before), records how far it went, and a
-    run interrupted in L-BFGS and resumed ends with the same weights and iteration count."""
+def test_the_lbfgs_schedule_grows_the_share_of_triplets_when_the_fit_stalls():
+    """The share halves when the rule holds on the records of the current share only, the
+    phase converges when it holds on every triplet, and the floor ends it at any share."""
+    from mc2fmu.reducers.autoencoder.training import lbfgs_schedule
+
+    def records(vals, every, start=0):
+        return [{"stage": "lbfgs", "iter": start + 20 * (i + 1), "val": v, "every": every} for i, v in enumerate(vals)]
+
+    adam = [{"stage": "adam", "iter": 1, "val": 1.0}]
+    falling = [0.9 ** i for i in range(40)]
+    plateau = [1e-3 * (1 - 1e-4 * i) for i in range(40)]
+    assert lbfgs_schedule(adam, 0.05, 0.0, 4) == (4, False)  # before L-BFGS: the first share
+    assert lbfgs_schedule(adam + records(falling, 4), 0.05, 0.0, 4) == (4, False)
+    stalled4 = adam + records(plateau, 4)
+    assert lbfgs_schedule(stalled4, 0.05, 0.0, 4) == (2, False)
+    # the new share's rule needs its own window: the plateau before it does not count
+    after = stalled4 + records(plateau[:10], 2, 800)
+    assert lbfgs_schedule(after, 0.05, 0.0, 4) == (2, False)
+    assert lbfgs_schedule(stalled4 + records(plateau, 2, 800), 0.05, 0.0, 4) == (1, False)
+    assert lbfgs_schedule(stalled4 + records(plateau, 1, 800), 0.05, 0.0, 4) == (1, True)
+    assert lbfgs_schedule(adam + records(plateau, 3), 0.05, 0.0, 3) == (1, False)
+    # records without a share are every triplet's (a history of a training before shares)
+    assert lbfgs_schedule(adam + [{k: v for k, v in e.items() if k != "every"} for e in records(plateau, 1)],
+                          0.05, 0.0, 4) == (1, True)
+    assert lbfgs_schedule(adam + records(falling, 4), 0.05, 0.9 ** 39, 4) == (4, True)  # the floor, at any share
+    assert lbfgs_schedule(stalled4, 0.0, 0.0, 4) == (4, False)  # tol 0: the rule never holds
+
+
+def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mechanism, toy_run, tmp_path,
+                                                                        monkeypatch):
+    """A tiny model on the toy data converges long before a 3000-iteration budget: the share of
+    triplets L-BFGS fits grows a quarter, a half, all of them, each after a stall on the one
+    before; training stops at the first chunk where the rule holds on all of them (not before),
+    records how far it went, and a run interrupted in L-BFGS after the first growth and resumed
+    ends with the same weights and iteration count."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import lbfgs_converged, train
+    from mc2fmu.reducers.autoencoder import training
+    from mc2fmu.reducers.autoencoder.training import lbfgs_schedule, train
     from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
 
+    monkeypatch.setattr(training, "MIN_SHARE_TRIPLETS", 40)  # the toy run has 199 triplets
     ds = load_training_data(toy_mechanism, [toy_run])
-    cfg = TrainConfig(**{**TINY, "lbfgs_iters": 3000})
+    cfg = TrainConfig(**{**TINY, "samples": 0, "lbfgs_iters": 3000, "lbfgs_floor": 0.0})
     result = train(ds, cfg)
     done = result.metrics["lbfgs_iterations"]
-    assert 400 <= done < 3000
+    assert 1200 <= done < 3000
     lb = [e for e in result.history if e["stage"] == "lbfgs"]
     assert lb[-1]["iter"] == done
-    assert lbfgs_converged(result.history, cfg.lbfgs_tol, cfg.lbfgs_floor)
-    assert not lbfgs_converged(result.history[:-1], cfg.lbfgs_tol, cfg.lbfgs_floor)
+    shares = [e["every"] for e in lb]
+    assert shares == sorted(shares, reverse=True) and shares[0] == 4 and shares[-1] == 1 and 2 in shares
+    n_train = lb[-1]["triplets"]
+    assert {e["every"]: e["triplets"] for e in lb} == {4: len(range(0, n_train, 4)), 2: len(range(0, n_train, 2)),
+                                                         1: n_train}
+    assert lbfgs_schedule(result.history, cfg.lbfgs_tol, cfg.lbfgs_floor, 4) == (1, True)
+    assert lbfgs_schedule(result.history[:-1], cfg.lbfgs_tol, cfg.lbfgs_floor, 4) == (1, False)
     path = tmp_path / "m.checkpoint.pt"
+    # the progress entries: three of Adam, then one per 20 L-BFGS iterations; stop two after the growth
+    grown = next(k for k, e in enumerate(lb) if e["every"] == 2)
     with pytest.raises(TrainingInterrupted):
-        train(ds, cfg, _interrupt_at(8), Checkpointer(path, 0.0))
+        train(ds, cfg, _interrupt_at(3 + grown + 2), Checkpointer(path, 0.0))
     resumed = train(ds, cfg, None, Checkpointer(path, 0.0, resume=True))
     assert resumed.metrics["lbfgs_iterations"] == done
     reference = _weights(result.model)
@@ -882,3 +922,15 @@ def test_auto_defaults_resolve_from_the_other_options():
         TrainConfig(dof=1, samples=-1).validate()
     assert TrainConfig(dof=1).gauge == AUTO_GAUGE_WEIGHT
     assert TrainConfig(dof=2).gauge == 0.0 and TrainConfig(dof=1, coords=("crank.R11",)).gauge == 0.0
+
+
+def test_few_triplets_are_fitted_all_at_once(toy_mechanism, toy_run):
+    """Shares start at MIN_SHARE_TRIPLETS triplets: 95 training triplets are all fitted from the
+    first L-BFGS iteration, whatever --lbfgs-subset says."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+
+    result = train(load_training_data(toy_mechanism, [toy_run]), TrainConfig(**TINY, lbfgs_subset=4))
+    lb = [e for e in result.history if e["stage"] == "lbfgs"]
+    assert lb and all(e["every"] == 1 and e["triplets"] == 95 for e in lb)
