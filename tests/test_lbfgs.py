@@ -245,3 +245,19 @@ def test_a_step_starts_from_where_the_one_before_ended():
         counts[cls] = (calls["n"], x.detach().clone())
     assert counts[LBFGS][0] == counts[torch.optim.LBFGS][0] - 2
     assert torch.allclose(counts[LBFGS][1], counts[torch.optim.LBFGS][1], rtol=0, atol=1e-12)
+
+
+def test_the_products_of_the_memory_are_kept_without_recomputing_them():
+    """The new pair's row and column of ``A = S Y^T`` come from the products of the direction
+    before (S g and Y d, no product with the buffers): after a memory that wrapped many times,
+    ``A`` over the pairs kept is still ``S Y^T`` recomputed, and ``S g`` the
+    one a direction would compute."""
+    _, opt = run(LBFGS, 3)
+    state = opt.state[opt._params[0]]
+    assert state["n_iter"] > 3 * 7 and len(state["order"]) == 7
+    idx = torch.tensor(state["order"])
+    S, Y = state["S"][idx], state["Y"][idx]
+    recomputed = S @ Y.T
+    assert torch.allclose(state["A"][idx][:, idx], recomputed, rtol=1e-9, atol=1e-12 * recomputed.abs().max())
+    assert "Sg" in state["products"]
+    assert torch.allclose(state["products"]["Sg"][idx], S @ state["prev_flat_grad"], rtol=1e-12, atol=1e-300)

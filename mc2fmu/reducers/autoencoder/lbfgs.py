@@ -15,10 +15,13 @@ Algorithm 7.4, the products in another order).  With the pairs oldest first,
 * ``d = r0 + S^T c``.
 
 The pairs live in fixed ``(m, n)`` buffers used as a ring (the oldest slot is overwritten) and
-``A`` is updated by one row and one column per new pair, so an iteration costs four ``m x n``
-products and two ``m x m`` triangular solves, whatever ``m``.  Measured
-(``benchmarks/lbfgs_cost.py``, the optimiser's own work per iteration beside the loss's): the
-3-RRR's 7.1 -> 5.3 ms with 200 pairs and 4.6 -> 2.9 ms with 100, of a 27-30 ms iteration; the
+``A`` is updated by one row and one column per new pair.  Those need no product with the
+buffers either: ``S . y_new = S g_new - S g_old`` and ``Y . s_new = t Y d``, where ``S g`` is
+the first product of each direction and ``Y d = Y r0 + A^T c`` (:meth:`LBFGS._remember`).  An
+iteration costs four ``m x n`` products and two ``m x m`` triangular solves, whatever ``m``.
+Measured (``benchmarks/lbfgs_cost.py``, the optimiser's own work per iteration beside the
+loss's, torch -> this one, 200 pairs): the 3-RRR's 8.2 -> 3.7 ms, the five-bar's 8.0 -> 3.6
+ms (4.5 ms each with the new pair's products taken from the buffers, six products); the
 products are bound by memory traffic (two 200 x 10k buffers), so most of the cost remains.
 
 Everything else (the strong Wolfe line search, the tolerances, a step of ``max_iter``
@@ -40,10 +43,15 @@ Tensor = torch.Tensor
 
 
 def compact_direction(g: Tensor, S: Tensor, Y: Tensor, A: Tensor, rho: Tensor, order: list[int],
-                      gamma: float) -> Tensor:
+                      gamma: float, Sg: Tensor | None = None, out: dict | None = None) -> Tensor:
     """``-H g`` of the L-BFGS memory: the pairs in the rows ``order`` (oldest first) of the
     buffers ``S``, ``Y`` (m, n), ``A[i, j] = S[i] . Y[j]`` over slots, ``rho`` per slot and the
-    initial scaling ``gamma``."""
+    initial scaling ``gamma``.  ``Sg``: ``S @ g`` when the caller has it (:meth:`LBFGS._remember`
+    computed it); ``out`` receives ``S @ g`` and ``Y @ d`` over every slot (rows outside
+    ``order`` meaningless), from which the next pair's row and column of ``A`` follow without
+    a product with the buffers (it is emptied when there is no memory)."""
+    if out is not None:
+        out.clear()
     q0 = -g
     if not order:
         return gamma * q0
@@ -53,15 +61,21 @@ def compact_direction(g: Tensor, S: Tensor, Y: Tensor, A: Tensor, rho: Tensor, o
     rc = rho[idx]
     eye = torch.eye(k, dtype=g.dtype)
     upper = eye + rc[:, None] * torch.triu(Ac, 1)
-    alpha = torch.linalg.solve_triangular(upper, (rc * (S @ q0)[idx])[:, None], upper=True)[:, 0]
+    Sq0 = -(S @ g) if Sg is None else -Sg
+    alpha = torch.linalg.solve_triangular(upper, (rc * Sq0[idx])[:, None], upper=True)[:, 0]
     full = torch.zeros(len(S), dtype=g.dtype)
     full[idx] = alpha
     r0 = gamma * (q0 - full @ Y)
+    Yr0 = Y @ r0
     lower = eye + rc[:, None] * torch.tril(Ac.T, -1)
-    c = torch.linalg.solve_triangular(lower, (alpha - rc * (Y @ r0)[idx])[:, None], upper=False)[:, 0]
+    c = torch.linalg.solve_triangular(lower, (alpha - rc * Yr0[idx])[:, None], upper=False)[:, 0]
     full.zero_()
     full[idx] = c
-    return r0 + full @ S
+    d = r0 + full @ S
+    if out is not None:  # Y d = Y r0 + (Y S^T) c, and Y S^T = A^T
+        out["Sg"] = -Sq0
+        out["Yd"] = Yr0 + full @ A
+    return d
 
 
 #: a pair joins the memory when ``s . y > CURVATURE_EPS y . y``: its curvature is positive beyond
@@ -79,8 +93,15 @@ class LBFGS(torch.optim.LBFGS):
         super().__init__(params, lr=lr, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tolerance_grad,
                          tolerance_change=tolerance_change, history_size=history_size, line_search_fn="strong_wolfe")
 
-    def _remember(self, state: dict, s: Tensor, y: Tensor, ys: Tensor) -> None:
-        """Add the pair ``(s, y)`` to the memory (the oldest one leaves a full memory)."""
+    def _remember(self, state: dict, s: Tensor, y: Tensor, ys: Tensor, g: Tensor | None = None,
+                  t: float = 1.0) -> Tensor | None:
+        """Add the pair ``(s, y)`` to the memory (the oldest one leaves a full memory).
+
+        With the gradient ``g`` (``y = g - g_before``, ``s = t d``) and the products that
+        :func:`compact_direction` left for ``g_before`` and ``d`` in ``state["products"]``, the
+        new row and column of ``A`` cost no product with the buffers but ``S @ g``, which the
+        next direction needs anyway: ``S[j] . y = (S g)[j] - (S g_before)[j]`` and ``Y[j] . s =
+        t (Y d)[j]`` for the rows kept.  Returns ``S @ g`` with the new row then, else None."""
         m = self.param_groups[0]["history_size"]
         if "S" not in state:
             n = len(s)
@@ -92,12 +113,24 @@ class LBFGS(torch.optim.LBFGS):
         order = state["order"]
         slot = order.pop(0) if len(order) == m else len(order)
         S, Y, A = state["S"], state["Y"], state["A"]
+        products = state.get("products") or {}
+        Sg = None
+        if g is not None and "Sg" in products:
+            Sg = S @ g  # the rows as they were when the products were taken (slot still the oldest)
+            Sy, Ys = Sg - products["Sg"], t * products["Yd"]
         S[slot] = s
         Y[slot] = y
-        A[slot, :] = Y @ s
-        A[:, slot] = S @ y
+        if Sg is None:
+            A[slot, :] = Y @ s
+            A[:, slot] = S @ y
+        else:
+            A[slot, :] = Ys
+            A[:, slot] = Sy
+            A[slot, slot] = ys
+            Sg[slot] = s.dot(g)
         state["rho"][slot] = 1.0 / ys
         order.append(slot)
+        return Sg
 
     def objective_changed(self) -> None:
         """The loss changed (training moved to more of its data): the next gradient change
@@ -156,22 +189,29 @@ class LBFGS(torch.optim.LBFGS):
         for _ in range(max_iter):
             state["n_iter"] += 1
             fresh = state["n_iter"] == 1 or state.get("restart", False)
+            products = state.setdefault("products", {})  # S g and Y d of the last direction
             if fresh:  # steepest descent, no memory
                 state["restart"] = False
                 new_objective = False
+                products.clear()
                 d = g.neg()
                 gamma = 1.0
             else:
                 y = g - prev_g
                 s = d * t
                 ys, yy = y.dot(s), y.dot(y)
+                Sg = None
                 if new_objective:  # g and prev_g are gradients of two objectives
                     new_objective = False
                 elif ys > CURVATURE_EPS * yy:  # a pair with positive curvature joins the memory
-                    self._remember(state, s, y, ys)
+                    Sg = self._remember(state, s, y, ys, g, t)
                     gamma = float(ys / yy)
-                d = compact_direction(g, state["S"], state["Y"], state["A"], state["rho"], state["order"], gamma) \
-                    if "S" in state else g.neg() * gamma
+                if "S" in state:
+                    d = compact_direction(g, state["S"], state["Y"], state["A"], state["rho"], state["order"], gamma,
+                                          Sg, products)
+                else:
+                    products.clear()
+                    d = g.neg() * gamma
             prev_g = g.clone(memory_format=torch.contiguous_format)
             prev_loss = loss
             t = min(1.0, 1.0 / max(float(g.abs().sum()), 1e-300)) * lr if fresh else lr
