@@ -91,8 +91,9 @@ AUTO_LBFGS_FLOOR = 1e-7
 #: triplets costs about half (benchmarks/loss_cost.py: the 3-RRR's 17.7 -> 8.5 ms, a fixed part
 #: stays), and the validation loss per iteration, on triplets no subset holds, was the same as
 #: with all of them (the 3-RRR: 2.5e-4, 1.0e-5, 1.7e-6 after 400, 1600 and 4000 iterations
-#: either way).  Where a subset no longer suffices the validation loss stalls, and the share
-#: doubles (README "Reduced models" has the suite's figures)
+#: either way).  Where a share no longer suffices the validation loss stalls or exceeds the
+#: share's own, and the share doubles (the five-bar's after 100 iterations; README "Reduced
+#: models" has the suite's figures)
 AUTO_LBFGS_SUBSET = 4
 
 
@@ -137,9 +138,10 @@ class TrainConfig:
         "terms are relative squared errors, so the reconstruction and the one-step accelerations are then within "
         "about 3e-4 of the data's spread; 0: off)"))
     lbfgs_subset: int = field(default=AUTO_LBFGS_SUBSET, metadata=_opt(
-        "--lbfgs-subset", "L-BFGS starts on every Nth training triplet and doubles its share each time the validation "
-        "loss stops improving there (the --lbfgs-tol rule), up to all of them; convergence is decided on all of "
-        f"them (default {AUTO_LBFGS_SUBSET}; 1: all from the start)", metavar="N"))
+        "--lbfgs-subset", "L-BFGS starts on every Nth training triplet (at least 200 of them) and doubles its share, "
+        "up to all of them, each time the fit stalls there (the --lbfgs-tol rule) or the validation triplets fit more "
+        "than twice as badly as the share's; convergence by the rule is decided on all of them (default "
+        f"{AUTO_LBFGS_SUBSET}; 1: all from the start)", metavar="N"))
     loss: str = field(default="sim", metadata=_opt(
         "--loss", "sim (default): L_rec + L_dyn, the step map's one-step residual; appendix: the paper appendix's "
         "L_rec + L_vel + L_acc (decoded velocities/accelerations against the data)", choices=lambda: LOSSES))
