@@ -4,6 +4,7 @@ bundled mechanisms measured against the engine's runs (not against the model's o
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -934,3 +935,39 @@ def test_few_triplets_are_fitted_all_at_once(toy_mechanism, toy_run):
     result = train(load_training_data(toy_mechanism, [toy_run]), TrainConfig(**TINY, lbfgs_subset=4))
     lb = [e for e in result.history if e["stage"] == "lbfgs"]
     assert lb and all(e["every"] == 1 and e["triplets"] == 95 for e in lb)
+
+
+@pytest.mark.parametrize("subset", [4, 1], ids=["on-a-share", "on-every-triplet"])
+def test_a_share_that_breaks_the_model_gives_way_to_every_triplet(toy_mechanism, toy_run, monkeypatch, subset):
+    """A validation loss that is not finite while a share's training loss is (the share's fit
+    broke the model between its triplets) moves the training to every triplet, from the best
+    weights; on every triplet it is a divergence, reported as before."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder import training
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    monkeypatch.setattr(training, "MIN_SHARE_TRIPLETS", 40)
+    honest = training.LossFunction.__call__
+    calls = {"validation": 0}
+
+    def broken_third_lbfgs_validation(self, W, kinematic_only=False):
+        loss, parts = honest(self, W, kinematic_only)
+        if not torch.is_grad_enabled() and len(W) == 10:  # the records' validation loss (5 % of 199 triplets)
+            calls["validation"] += 1
+            if calls["validation"] == 3 + 3:  # three Adam records, then the third L-BFGS one
+                return loss * float("nan"), parts
+        return loss, parts
+
+    monkeypatch.setattr(training.LossFunction, "__call__", broken_third_lbfgs_validation)
+    ds = load_training_data(toy_mechanism, [toy_run])
+    cfg = TrainConfig(**{**TINY, "samples": 0, "lbfgs_iters": 200, "lbfgs_subset": subset})
+    if subset == 1:
+        with pytest.raises(TrainingError, match="diverged at lbfgs iteration 60"):
+            training.train(ds, cfg)
+        return
+    result = training.train(ds, cfg)
+    lb = [e for e in result.history if e["stage"] == "lbfgs"]
+    assert [e["every"] for e in lb[:3]] == [4, 4, 4] and all(e["every"] == 1 for e in lb[3:])
+    assert math.isinf(lb[2]["val"]) and all(math.isfinite(e["val"]) for e in lb[:2] + lb[3:])
+    assert math.isfinite(result.metrics["val_loss"]) and result.metrics["lbfgs_iterations"] == 200
