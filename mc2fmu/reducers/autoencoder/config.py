@@ -91,8 +91,8 @@ AUTO_LBFGS_FLOOR = 1e-7
 #: triplets costs about half (benchmarks/loss_cost.py: the 3-RRR's 17.7 -> 8.5 ms, a fixed part
 #: stays), and the validation loss per iteration, on triplets no subset holds, was the same as
 #: with all of them (the 3-RRR: 2.5e-4, 1.0e-5, 1.7e-6 after 400, 1600 and 4000 iterations
-#: either way).  Where a share no longer suffices the validation loss stalls or exceeds the
-#: share's own, and the share doubles (the five-bar's after 100 iterations; README "Reduced
+#: either way).  Where a share no longer suffices the fit stalls or the rest of the triplets fit
+#: worse than the share, and the share doubles (the five-bar's after 100 iterations; README "Reduced
 #: models" has the suite's figures)
 AUTO_LBFGS_SUBSET = 4
 
@@ -139,8 +139,8 @@ class TrainConfig:
         "about 3e-4 of the data's spread; 0: off)"))
     lbfgs_subset: int = field(default=AUTO_LBFGS_SUBSET, metadata=_opt(
         "--lbfgs-subset", "L-BFGS starts on every Nth training triplet (at least 200 of them) and doubles its share, "
-        "up to all of them, each time the fit stalls there (the --lbfgs-tol rule) or the validation triplets fit more "
-        "than twice as badly as the share's; convergence by the rule is decided on all of them (default "
+        "up to all of them, each time the fit stalls there (the --lbfgs-tol rule) or the rest of the training triplets "
+        "fit more than twice as badly as the share; convergence by the rule is decided on all of them (default "
         f"{AUTO_LBFGS_SUBSET}; 1: all from the start)", metavar="N"))
     loss: str = field(default="sim", metadata=_opt(
         "--loss", "sim (default): L_rec + L_dyn, the step map's one-step residual; appendix: the paper appendix's "
