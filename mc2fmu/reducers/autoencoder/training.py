@@ -856,7 +856,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
             stage, it = steps[step]
             every, converged = lbfgs_schedule(history, cfg.lbfgs_tol, cfg.lbfgs_floor, first_share) \
                 if stage == "lbfgs" else (1, False)
-            if stage == "lbfgs" and every != share["every"]:  # the fit stalled on this share: more triplets
+            if stage == "lbfgs" and every != share["every"]:  # the fit stalled or overfits on this share: more triplets
                 broken = not math.isfinite(history[-1]["val"])
                 use_share(every)
                 if lbfgs is not None and broken:  # from the best weights, with a new memory
