@@ -796,6 +796,16 @@ def test_the_lbfgs_schedule_grows_the_share_of_triplets_when_the_fit_stalls():
                           0.05, 0.0, 4) == (1, True)
     assert lbfgs_schedule(adam + records(falling, 4), 0.05, 0.9 ** 39, 4) == (4, True)  # the floor, at any share
     assert lbfgs_schedule(stalled4, 0.0, 0.0, 4) == (4, False)  # tol 0: the rule never holds
+    # the triplets outside the share fit more than twice as badly: the share overfits (the median
+    # of the last five records decides, one outlier does not)
+    def fitted(ratios):
+        return adam + [{**e, "fit": 1e-3, "rest_fit": r * 1e-3} for e, r in zip(records(falling[:len(ratios)], 4), ratios)]
+
+    assert lbfgs_schedule(fitted([1.0] * 4 + [3.0] * 5), 0.05, 0.0, 4) == (2, False)
+    assert lbfgs_schedule(fitted([1.0] * 4 + [3.0] * 3), 0.05, 0.0, 4) == (2, False)  # 3 of the last 5
+    assert lbfgs_schedule(fitted([1.0] * 6 + [3.0] * 2), 0.05, 0.0, 4) == (4, False)  # 2 of the last 5
+    assert lbfgs_schedule(fitted([1.0] * 8 + [100.0]), 0.05, 0.0, 4) == (4, False)
+    assert lbfgs_schedule(fitted([3.0] * 4), 0.05, 0.0, 4) == (4, False)  # fewer than five records
 
 
 def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mechanism, toy_run, tmp_path,

@@ -537,6 +537,11 @@ class LossFunction:
         loss = sum(self.weights[k] * v for k, v in parts.items())
         return loss, {k: v.item() for k, v in parts.items()}
 
+    def fit(self, parts: dict) -> float:
+        """The weighted loss of the fit from the parts a call returned (other entries of the
+        dict ignored), ``L_gauge`` left out: it chooses the chart (see :func:`lbfgs_converged`)."""
+        return sum(self.weights[k] * parts[k] for k in parts if k in self.weights and k != "gauge")
+
 
 def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None = None,
           checkpoint: "Checkpointer | None" = None) -> TrainResult:
@@ -631,8 +636,8 @@ def lbfgs_schedule(history: list[dict], tol: float, floor: float, first: int) ->
 #: loss NaN after 760 iterations); a closure on so few costs little less than on all of them
 MIN_SHARE_TRIPLETS = 200
 
-#: a share of the training triplets is too small when the rest of the training triplets (or,
-#: in records without them, the validation ones) fit more than :data:`OVERFIT_RATIO` times worse
+#: a share of the training triplets is too small when the rest of the training triplets fit
+#: more than :data:`OVERFIT_RATIO` times worse
 #: than the share over the last :data:`OVERFIT_RECORDS` records (their median ratio: one record's
 #: line search may overshoot).  Measured (defaults, learnt coordinates): on a quarter of its
 #: triplets the five-bar's validation loss was 8x its training loss after 400 iterations and rose
@@ -645,13 +650,13 @@ OVERFIT_RECORDS = 5
 
 
 def share_too_small(records: list[dict]) -> bool:
-    """Whether the L-BFGS records of one share (with ``fit`` and ``rest_fit`` or ``val_fit``)
-    say the share overfits: the median of the last :data:`OVERFIT_RECORDS` ratios of the held-out
-    fit to the share's exceeds :data:`OVERFIT_RATIO`."""
-    last = [e for e in records if "fit" in e][-OVERFIT_RECORDS:]
+    """Whether the L-BFGS records of one share (with ``fit`` and ``rest_fit``, the fit of the
+    training triplets outside the share) say the share overfits: the median of the last
+    :data:`OVERFIT_RECORDS` ratios of the rest's fit to the share's exceeds :data:`OVERFIT_RATIO`."""
+    last = [e for e in records if "rest_fit" in e][-OVERFIT_RECORDS:]
     if len(last) < OVERFIT_RECORDS:
         return False
-    ratios = sorted(e.get("rest_fit", e.get("val_fit", e["val"])) / max(e["fit"], 1e-300) for e in last)
+    ratios = sorted(e["rest_fit"] / max(e["fit"], 1e-300) for e in last)
     return ratios[len(ratios) // 2] > OVERFIT_RATIO
 
 
@@ -742,19 +747,17 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
         # on falling after the fit has stopped improving (see lbfgs_converged)
         v_fit = v - loss_fn.weights["gauge"] * vparts.get("gauge", 0.0)
         extra = {}
-        if stage == "lbfgs" and share["every"] > 1:
+        partial = stage == "lbfgs" and share["every"] > 1
+        if partial:
             # the training triplets outside the share, held out from it: the share is too small
             # when they fit much worse (share_too_small)
             with torch.no_grad():
-                _, rparts = loss_fn(share["rest"])
-            rest = sum(loss_fn.weights[k] * rparts[k] for k in rparts if k in loss_fn.weights and k != "gauge")
+                rest = loss_fn.fit(loss_fn(share["rest"])[1])
             extra["rest_fit"] = rest if math.isfinite(rest) else math.inf
         # a share's fit that broke the model between its triplets (the validation states or the
         # rest of the training ones): the schedule moves to every triplet from the best weights
         # (see lbfgs_schedule)
-        broke_share = (not math.isfinite(v) or extra.get("rest_fit", 0.0) == math.inf) and math.isfinite(loss) \
-            and stage == "lbfgs" and share["every"] > 1
-        if broke_share:
+        if partial and math.isfinite(loss) and (not math.isfinite(v) or extra["rest_fit"] == math.inf):
             v = v_fit = math.inf
         elif not math.isfinite(loss) or not math.isfinite(v):
             raise TrainingError(
@@ -766,8 +769,8 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
             best["state"] = copy.deepcopy(model.state_dict())
         # the training triplets' fit at the last evaluation (L-BFGS: its last loss), beside the
         # validation one: a share of the triplets the validation ones disagree with is too small
-        fit = sum(loss_fn.weights[k] * parts[k] for k in parts if k in loss_fn.weights and k != "gauge")
-        entry = {"stage": stage, "iter": it, "loss": loss, "val": v, "val_fit": v_fit, "fit": fit, **extra, **parts,
+        entry = {"stage": stage, "iter": it, "loss": loss, "val": v, "val_fit": v_fit, "fit": loss_fn.fit(parts),
+                 **extra, **parts,
                  "elapsed": time.perf_counter() - t0, "done": (it + offset[stage]) / total}
         history.append(entry)
         if progress:
@@ -834,7 +837,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
     first_share = cfg.lbfgs_subset if cfg.lbfgs_tol > 0 else 1
     while first_share > 1 and len(range(0, len(train_set), first_share)) < MIN_SHARE_TRIPLETS:
         first_share //= 2
-    share = {"every": lbfgs_schedule(history, cfg.lbfgs_tol, cfg.lbfgs_floor, first_share)[0], "set": train_set}
+    share: dict = {}  # "every", and the triplets of the share ("set") and outside it ("rest")
 
     def use_share(every: int) -> None:
         share["every"] = every
@@ -842,7 +845,7 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
         share["set"] = train_set if every == 1 else train_set.subset(np.flatnonzero(inside))
         share["rest"] = None if every == 1 else train_set.subset(np.flatnonzero(~inside))
 
-    use_share(share["every"])
+    use_share(lbfgs_schedule(history, cfg.lbfgs_tol, cfg.lbfgs_floor, first_share)[0])
 
     def closure():
         lbfgs.zero_grad()
