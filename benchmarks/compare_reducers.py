@@ -37,8 +37,8 @@ from mc2fmu.data.dataset import load_training_data  # noqa: E402
 from mc2fmu.mechanics.natural import finite_difference_velocity  # noqa: E402
 from mc2fmu.fmu.export import BACKENDS  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
-from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
-from mc2fmu.reduced.simulate import trajectory  # noqa: E402
+from mc2fmu.models.artifact import load_artifact  # noqa: E402
+from mc2fmu.models.simulate import trajectory  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 from mc2fmu.reducers.local_pca.config import LocalPcaConfig  # noqa: E402
 from mc2fmu.reducers.node.config import NodeReducerConfig  # noqa: E402

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from train_accuracy import DOF, KNOWN, ensure_runs, evaluate  # noqa: E402
 
-from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
+from mc2fmu.models.artifact import load_artifact  # noqa: E402
 from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
 from mc2fmu.validation.metrics import position_nrmse  # noqa: E402
 from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc  # noqa: E402

@@ -25,12 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.train_accuracy import DOF, KNOWN, ensure_runs  # noqa: E402
 from examples.reference import EXCITATIONS, MECHANISMS  # noqa: E402
-from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
+from mc2fmu.models.artifact import load_artifact  # noqa: E402
 from mc2fmu.fmu.export import export_fmu  # noqa: E402
 from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
 from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc  # noqa: E402
 from mc2fmu.data.poses import read_run  # noqa: E402
-from mc2fmu.reduced.simulate import simulate_run  # noqa: E402
+from mc2fmu.models.simulate import simulate_run  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 from mc2fmu.validation.validate import fmu_artifact, validate_run  # noqa: E402

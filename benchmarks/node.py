@@ -27,8 +27,8 @@ from examples.reference import EXCITATIONS  # noqa: E402
 from mc2fmu.data.poses import read_run  # noqa: E402
 from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
 from mc2fmu.mechanics.natural import finite_difference_velocity, nc_from_poses, poses_from_nc  # noqa: E402
-from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
-from mc2fmu.reduced.simulate import simulate_run  # noqa: E402
+from mc2fmu.models.artifact import load_artifact  # noqa: E402
+from mc2fmu.models.simulate import simulate_run  # noqa: E402
 from mc2fmu.reducers.base import int_list  # noqa: E402
 from mc2fmu.reducers.node.training import NodeConfig, train_node  # noqa: E402
 from mc2fmu.validation.metrics import position_nrmse  # noqa: E402

@@ -29,12 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from examples.reference import EXCITATIONS, MECHANISMS, write_example  # noqa: E402
-from mc2fmu.reduced.artifact import load_artifact  # noqa: E402
+from mc2fmu.models.artifact import load_artifact  # noqa: E402
 from mc2fmu.mechanics.mechanism import load_mechanism  # noqa: E402
 from mc2fmu.validation.metrics import error_over_time, position_nrmse, rotation_error  # noqa: E402
 from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc  # noqa: E402
 from mc2fmu.data.poses import read_run  # noqa: E402
-from mc2fmu.reduced.simulate import simulate_run  # noqa: E402
+from mc2fmu.models.simulate import simulate_run  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 

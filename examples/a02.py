@@ -153,8 +153,8 @@ def model_b0(model_dir, folder) -> dict:
     from mc2fmu.data.poses import read_run
     from mc2fmu.mechanics.mechanism import load_mechanism
     from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.simulate import simulate_run
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.simulate import simulate_run
     from mc2fmu.validation.metrics import position_nrmse
 
     art = load_artifact(model_dir)

@@ -38,10 +38,10 @@ def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.Pa
     (:mod:`mc2fmu.data.dof`; the evidence goes to ``notify``), or taken from ``coords``.
     The training state is kept in ``MODEL_DIR.checkpoint.pt`` while training runs (every
     ``checkpoint_every`` seconds and on Ctrl-C) and removed after the model is written;
-    ``resume`` continues from it.  Returns the :class:`~mc2fmu.reduced.artifact.ModelArtifact`.
+    ``resume`` continues from it.  Returns the :class:`~mc2fmu.models.artifact.ModelArtifact`.
     """
     from .data.dataset import load_training_data
-    from .reduced.artifact import save_artifact
+    from .models.artifact import save_artifact
     from .reducers.base import DEFAULT_REDUCER, Checkpointer, checkpoint_path, reducer_entry
 
     entry = reducer_entry(reducer or DEFAULT_REDUCER)

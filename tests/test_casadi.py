@@ -42,8 +42,8 @@ def models(reference_run, tmp_path_factory):
 @pytest.mark.parametrize("name", ["four_bar", "two_bar", "macpherson"])
 def test_function_equals_the_model_over_the_envelope(models, tmp_path, capsys, name):
     from mc2fmu.control.linearize import TorchDynamics
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
 
     out = tmp_path / "m.casadi"
     assert main(["export", str(models[name]), "--format", "casadi", "-o", str(out)]) == 0
@@ -68,7 +68,7 @@ def test_casadi_derivatives_equal_the_linearization(models, tmp_path):
     the accelerations, C rows of the origins) at the equilibrium."""
     from mc2fmu.control.casadi_export import export_casadi
     from mc2fmu.control.linearize import linearize
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     export_casadi(models["two_bar"], tmp_path / "m.casadi")
     fn = ca.Function.load(str(tmp_path / "m.casadi"))

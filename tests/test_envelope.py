@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from mc2fmu.reduced.envelope import Envelope
+from mc2fmu.models.envelope import Envelope
 
 
 def test_distance_is_zero_inside_and_grows_outside():
@@ -37,13 +37,13 @@ def test_full_revolution_angle_is_unbounded_and_survives_json():
 @pytest.mark.slow
 def test_angle_latent_follows_full_revolutions(spinning_pendulum, tmp_path):
     """A scalar latent cannot cover a circle; the automatic angle latent (cos/sin) can."""
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
     from mc2fmu.cli import main
     from mc2fmu.mechanics.mechanism import load_mechanism
     from mc2fmu.validation.metrics import rotation_error
     from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc
     from mc2fmu.data.poses import read_run
-    from mc2fmu.reduced.simulate import simulate_run
+    from mc2fmu.models.simulate import simulate_run
 
     mech, run, theta = spinning_pendulum
     assert np.ptp(theta) > 8 * math.pi

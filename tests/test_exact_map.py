@@ -22,7 +22,7 @@ from mc2fmu.mechanics.mechanism import mechanism_from_dict  # noqa: E402
 from mc2fmu.validation.metrics import position_nrmse  # noqa: E402
 from mc2fmu.reducers.autoencoder.torch_model import TorchManifoldModel  # noqa: E402
 from mc2fmu.mechanics.natural import build_layout, force_model, mass_matrix, poses_from_nc  # noqa: E402
-from mc2fmu.reduced.simulate import initial_history, rollout  # noqa: E402
+from mc2fmu.models.simulate import initial_history, rollout  # noqa: E402
 
 R_CRANK, L_ROD = 0.15, 0.45  # examples/mechanisms.py slider_crank()
 

@@ -57,8 +57,8 @@ def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name
     run-time model (numpy, what `simulate` and the native self-check use) against the same
     assembly."""
     from mc2fmu.mechanics.natural import force_model
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
     from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, session
 
     model_dir = exported(name)[0]
@@ -147,11 +147,11 @@ def test_fmpy_validate_finds_no_problems(exported, name):
 def _assert_parity(model_dir, fmu, mech_path, run_path) -> dict:
     """The FMU under fmpy (fresh process) against `mc2fmu simulate`'s rollout of the same
     model on ``run_path``: positions to 1e-9 m, the same stop and the same envelope flag."""
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
     from mc2fmu.mechanics.mechanism import load_mechanism
     from mc2fmu.mechanics.natural import nc_from_poses, poses_from_nc
     from mc2fmu.data.poses import read_run
-    from mc2fmu.reduced.simulate import simulate_run
+    from mc2fmu.models.simulate import simulate_run
     from mc2fmu.validation.validate import fmu_artifact, validate_run
 
     art, mech = load_artifact(model_dir), load_mechanism(mech_path)
@@ -455,8 +455,8 @@ def _reference_leaves_envelope(model_dir, mech_path, run_path) -> bool:
     from mc2fmu.data.poses import read_run
     from mc2fmu.mechanics.mechanism import load_mechanism
     from mc2fmu.mechanics.natural import nc_from_poses
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import LEAVE_THRESHOLD
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import LEAVE_THRESHOLD
 
     art = load_artifact(model_dir)
     run = read_run(run_path, load_mechanism(mech_path))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mc2fmu.cli import main
-from mc2fmu.reduced.terms import ONE, Q, TANH, U, V, TermLibrary, build_library, equation, evaluate, stlsq
+from mc2fmu.models.terms import ONE, Q, TANH, U, V, TermLibrary, build_library, equation, evaluate, stlsq
 from tests.fmu_helpers import run_json, start_values
 
 HERE = Path(__file__).resolve().parent
@@ -139,8 +139,8 @@ def friction_model(reference_run, tmp_path_factory):
 def test_the_identified_terms_are_in_the_model(friction_model):
     """The trained model holds a smoothed-sign term (the friction the file does not list) and
     its dynamics differ from the same model without the terms."""
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
 
     art = load_artifact(friction_model[0])
     lib = art.model.library
@@ -171,8 +171,8 @@ def test_identified_model_exchange_derivatives_equal_torch(friction_model, tmp_p
 
     from mc2fmu.fmu.export import export_fmu
     from mc2fmu.mechanics.mechanism import load_mechanism
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     model_dir, mech, _ = friction_model
@@ -209,7 +209,7 @@ def test_corrupt_identified_terms_are_refused(friction_model, tmp_path):
     import shutil
 
     from mc2fmu.errors import ModelError
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     for key, value, words in [("identify.kinds", 9.0, "unknown factor codes"),
                               ("identify.index", 5.0, "coordinate or input the model does not have"),

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mc2fmu"
 
 #: the stages in pipeline order; a module may import only from its own stage or earlier ones
 #: (top-level helpers: errors and files come first, pipeline and cli last)
-ORDER = ["errors", "files", "mechanics", "data", "reduced", "reducers", "fmu", "validation", "control", "pipeline", "cli"]
+ORDER = ["errors", "files", "mechanics", "data", "models", "reducers", "fmu", "validation", "control", "pipeline", "cli"]
 
 
 def _module_name(path: Path) -> str:
@@ -102,7 +102,7 @@ def test_data_flows_one_way_between_stages():
 
 TORCH_FREE = ["mc2fmu.fmu.export", "mc2fmu.fmu.backends.native", "mc2fmu.fmu.backends.python",
               "mc2fmu.validation.validate", "mc2fmu.validation.simulate", "mc2fmu.validation.report",
-              "mc2fmu.reduced.artifact", "mc2fmu.reduced.simulate", "mc2fmu.cli"]
+              "mc2fmu.models.artifact", "mc2fmu.models.simulate", "mc2fmu.cli"]
 
 
 def test_later_stages_import_neither_torch_nor_onnx():
@@ -171,7 +171,7 @@ def _edit_json(d: Path, change) -> None:
 
 def _error(d: Path) -> str:
     from mc2fmu.errors import ModelError
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     with pytest.raises(ModelError) as exc:
         load_artifact(d)
@@ -182,7 +182,7 @@ def test_artifact_round_trip_is_exact(model_dir, tmp_path):
     """Save what was loaded: the same arrays bit for bit and the same JSON."""
     import numpy as np
 
-    from mc2fmu.reduced.artifact import load_artifact, save_artifact, to_json
+    from mc2fmu.models.artifact import load_artifact, save_artifact, to_json
 
     art = load_artifact(model_dir)
     save_artifact(tmp_path / "again", art)

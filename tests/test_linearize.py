@@ -56,7 +56,7 @@ def test_a_b_c_against_finite_differences(brief, name, dof):
     differences of mc2fmu's pose extraction from the decoded natural coordinates."""
     from mc2fmu.control.linearize import linearize
     from mc2fmu.mechanics.natural import poses_from_nc
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     model_dir = brief(name, dof)
     art = load_artifact(model_dir)
@@ -93,7 +93,7 @@ def test_a_b_c_against_finite_differences(brief, name, dof):
 def test_cli_writes_json_and_refuses_bad_points(brief, tmp_path, capsys):
     model_dir = brief("two_bar", 2)
     out = tmp_path / "lin.json"
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     u0 = ",".join(repr(v) for v in load_artifact(model_dir).initial_state.u)
     assert main(["linearize", str(model_dir), "--at", f"u={u0}", "-o", str(out)]) == 0

@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 
 from mc2fmu.mechanics.mechanism import mechanism_from_dict
 from mc2fmu.mechanics.natural import build_layout, force_model, mass_matrix, nc_from_poses
-from mc2fmu.reduced.local_linear import LocalState, Quadratic, nearest_on_level_set
+from mc2fmu.models.local_linear import LocalState, Quadratic, nearest_on_level_set
 from mc2fmu.reducers.local_pca.fit import fit_local_linear, kmeans, symmetric_psd_lstsq
 
 

@@ -68,7 +68,7 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
     from fmpy import read_model_description
     from fmpy.validation import validate_fmu
 
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
     from mc2fmu.fmu.description import fmu_variables
 
     contract = [v.name for v in fmu_variables(load_artifact(trained(name)[0]))]
@@ -133,7 +133,7 @@ def test_folded_input_force_factors_are_exact_and_of_the_matrix_rank():
 
 def test_python_backend_description_is_unchanged(trained):
     """ME/FMI 3 extras are opt-in: the contract's variable dicts have exactly the old keys."""
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
     from mc2fmu.fmu.description import fmu_variables
 
     for v in fmu_variables(load_artifact(trained("four_bar")[0])):
@@ -223,7 +223,7 @@ def test_model_exchange_matches_an_independent_integration(native, trained, refe
     import torch
     from scipy.integrate import solve_ivp
 
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     name = "four_bar"
@@ -373,8 +373,8 @@ def test_spring_co_simulation_equals_the_python_backend(spring_four_bar, tmp_pat
     """The springs in the C step map: the same outputs as the pythonfmu FMU (torch) over 3 s
     of the run's inputs, positions to 1e-10 m.  The damper alone moves q by far more than
     that, so a dropped spring or a damper on another velocity than each pass's fails here."""
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.simulate import initial_history, rollout
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.simulate import initial_history, rollout
 
     model_dir, inputs, u, fmu = spring_four_bar
     _assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:3000], tmp_path, min_steps=2000)
@@ -391,8 +391,8 @@ def test_spring_model_exchange_derivatives_equal_torch(spring_four_bar, tmp_path
     damper weighs in) against torch's acceleration, which includes J^T f_spring(x, J qd)."""
     import torch
 
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     model_dir, inputs, u, fmu = spring_four_bar
@@ -488,7 +488,7 @@ def test_poses_newton_polar_factor_matches_numpy_svd(native, trained, tmp_path):
     from scipy.spatial.transform import Rotation
 
     from mc2fmu.fmu.backends.native import compile_library
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     name = "macpherson"  # six spatial bodies
     fmu = native(name)[0]
@@ -554,7 +554,7 @@ def test_non_finite_input_is_an_error_with_a_message(native, trained, tmp_path, 
 
 def test_leaving_the_envelope_warns_once(native, trained, c_host, tmp_path):
     """A large constant input drives the model out of its training envelope: one warning."""
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     model_dir = trained("four_bar")[0]
     art = load_artifact(model_dir)
@@ -751,8 +751,8 @@ def _finite_difference_jacobian(f, z: np.ndarray, h: float = 1e-4) -> np.ndarray
 
 
 def _check_directional(model_dir: Path, fmu: Path, tmp_path: Path, points: int = 4, qd_factor: float = 1.0) -> float:
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     art = load_artifact(model_dir)

@@ -204,7 +204,7 @@ def test_block_mass_product_is_the_dense_product_and_the_rigid_kinetic_energy(to
     kinetic energy it gives against the rigid-body formula."""
     import torch
 
-    from mc2fmu.reduced.manifold import mass_blocks, mass_times
+    from mc2fmu.models.manifold import mass_blocks, mass_times
 
     mech = load_mechanism(toy_mechanism)
     layout = build_layout(mech)

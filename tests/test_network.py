@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from mc2fmu.reduced.manifold import ACTIVATIONS, cholesky_solve, get_activation, mlp, mlp_jh
+from mc2fmu.models.manifold import ACTIVATIONS, cholesky_solve, get_activation, mlp, mlp_jh
 from mc2fmu.reducers.autoencoder.network import MLP
 
 

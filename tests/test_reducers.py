@@ -14,9 +14,9 @@ from mc2fmu.cli import main
 from mc2fmu.data.dataset import load_training_data
 from mc2fmu.errors import ExportError, ModelError, TrainingError
 from mc2fmu.mechanics.natural import finite_difference_velocity
-from mc2fmu.reduced.artifact import load_artifact
-from mc2fmu.reduced.charted import LocalPcaModel, NodeModel
-from mc2fmu.reduced.simulate import simulate_run, trajectory
+from mc2fmu.models.artifact import load_artifact
+from mc2fmu.models.charted import LocalPcaModel, NodeModel
+from mc2fmu.models.simulate import simulate_run, trajectory
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +78,8 @@ def test_node_learns_the_pendulums_one_step_map(fitted, spinning_pendulum):
     """The trained ODE predicts the run's next velocity better than the same RK4 step without
     acceleration (a broken wiring of coordinates, velocities or inputs does not), and its
     rollout turns with the pendulum.  (Its accuracy on the suite: benchmarks/node.py.)"""
-    from mc2fmu.reduced.manifold import unwrap_angles
-    from mc2fmu.reduced.node import rk4_step
+    from mc2fmu.models.manifold import unwrap_angles
+    from mc2fmu.models.node import rk4_step
 
     _, art = fitted("node")
     assert isinstance(art.model, NodeModel)
@@ -372,7 +372,7 @@ def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, 
     five-point differences of the numpy model (its network, decoder and rotations) to 1e-8."""
     from mc2fmu.mechanics.natural import poses_from_nc
     from mc2fmu.mechanics.rotations import matrix_to_quaternion
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.envelope import sample_points
     from tests.fmu_helpers import run_json, start_values
     from tests.test_native import FMPY_SIM, _finite_difference_jacobian
 

@@ -1,5 +1,5 @@
 """Recorded force elements (``law = "recorded"``): the tool exports the element's tension, mc2fmu
-learns its law (``mc2fmu.reduced.spring_laws``).
+learns its law (``mc2fmu.models.spring_laws``).
 
 Against ``macpherson_nl``, whose strut is progressive and digressive in Exudyn (the law is
 known here, not to mc2fmu): the learned law against the engine's, the learned damper's power on
@@ -43,7 +43,7 @@ def nl_data(nl_run):
 
 @pytest.fixture(scope="module")
 def fitted(nl_data):
-    from mc2fmu.reduced.spring_laws import fit_laws
+    from mc2fmu.models.spring_laws import fit_laws
 
     sp = nl_data.forces.springs
     return fit_laws(sp, nl_data.mechanism.springs, nl_data.x, nl_data.xd, nl_data.tensions)
@@ -118,8 +118,8 @@ def law_model(nl_run, tmp_path_factory):
 
 def test_the_model_carries_the_law(law_model):
     """The artifact holds the strut's law; the reduced dynamics differ without it."""
-    from mc2fmu.reduced.artifact import load_artifact
-    from mc2fmu.reduced.envelope import sample_points
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
 
     art = load_artifact(law_model[0])
     assert art.model.springs.laws is not None and len(art.model.springs.laws) == 1
@@ -160,7 +160,7 @@ def test_corrupt_law_arrays_are_refused(law_model, tmp_path):
         arrays = {k: z[k].copy() for k in z.files}
     arrays["law0.norm"][1] = -1.0
     np.savez(bad / "arrays.npz", **arrays)
-    from mc2fmu.reduced.artifact import load_artifact
+    from mc2fmu.models.artifact import load_artifact
 
     with pytest.raises(ModelError, match="law0.norm"):
         load_artifact(bad)

@@ -495,7 +495,7 @@ def test_known_coordinates_accuracy_four_bar(reference_run, tmp_path):
     sim = res["high"][1]
     err = np.linalg.norm(np.nan_to_num(sim["origin"], nan=1e9) - ref["origin"], axis=-1).max(-1)
     err /= np.sqrt(np.mean((ref["origin"] - ref["origin"].mean(0)) ** 2))
-    from mc2fmu.reduced.envelope import LEAVE_THRESHOLD
+    from mc2fmu.models.envelope import LEAVE_THRESHOLD
 
     flagged = np.flatnonzero(sim["envelope"] > LEAVE_THRESHOLD)
     assert flagged.size
@@ -525,7 +525,7 @@ def test_reduced_mass_conditioning_flags_a_coordinate_without_inertia():
     from types import SimpleNamespace
 
     from mc2fmu.mechanics.natural import SpringModel
-    from mc2fmu.reduced.manifold import ManifoldModel, MLPWeights
+    from mc2fmu.models.manifold import ManifoldModel, MLPWeights
     from mc2fmu.reducers.autoencoder.reducer import reduced_mass_conditioning
 
     def model(M):

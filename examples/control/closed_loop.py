@@ -86,7 +86,7 @@ class Design:
         from examples.reference import model as engine_model
         from mc2fmu.control.linearize import linearize
         from mc2fmu.mechanics.natural import poses_from_nc
-        from mc2fmu.reduced.artifact import load_artifact
+        from mc2fmu.models.artifact import load_artifact
 
         art = load_artifact(model_dir)
         self.model, layout = art.model, art.layout

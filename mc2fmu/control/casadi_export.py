@@ -7,7 +7,7 @@ gives every derivative an MPC or estimation toolchain (do-mpc, acados, rockit, O
 
 ``qdd`` is the reduced ODE's right-hand side (the decoder ``x(q)``, ``J = dx/dq`` and
 ``(dJ/dq qd) qd`` by CasADi's AD, then ``M_m qdd = J^T (f(x, u) - M (dJ/dq qd) qd) + J^T f_spring``,
-as :mod:`mc2fmu.reduced.manifold`), and ``origins`` every body's origin (x, y, z, global frame,
+as :mod:`mc2fmu.models.manifold`), and ``origins`` every body's origin (x, y, z, global frame,
 m; ``r0 - R com`` with ``R``'s columns ``(r_k - r0) / L`` of the decoded points, as
 ``mc2fmu linearize``).  Load it with ``casadi.Function.load("MODEL.casadi")``.  CasADi is an
 optional extra (``pip install casadi``).
@@ -38,7 +38,7 @@ def _casadi():
 
 def casadi_model(art) -> Any:
     """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins)`` of a model artifact."""
-    from ..reduced.manifold import ManifoldModel, cholesky_steps
+    from ..models.manifold import ManifoldModel, cholesky_steps
 
     ca = _casadi()
     model = art.model
@@ -97,7 +97,7 @@ def casadi_model(art) -> Any:
 
 def export_casadi(model_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
     """Write ``out`` (``casadi.Function.save``); returns a summary."""
-    from ..reduced.artifact import load_artifact
+    from ..models.artifact import load_artifact
 
     out = Path(out)
     if out.suffix != ".casadi":

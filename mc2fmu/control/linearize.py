@@ -1,6 +1,6 @@
 """``mc2fmu linearize``: the reduced model's linear state-space form at an operating point.
 
-The reduced ODE ``qdd = f(q, qd, u)`` (:func:`mc2fmu.reduced.manifold.acceleration`, the same
+The reduced ODE ``qdd = f(q, qd, u)`` (:func:`mc2fmu.models.manifold.acceleration`, the same
 arithmetic as ``simulate`` and the FMUs) is evaluated in torch float64 from the run-time
 model's arrays, so its derivatives are exact (reverse-mode AD through the decoder's explicit
 ``x``, ``J``, ``H``: one order more than the dynamics use), not finite differences.  With the
@@ -39,13 +39,13 @@ from ..files import atomic_output
 
 
 class TorchDynamics:
-    """``qdd = f(q, qd, u)`` and the body origins of a :class:`~mc2fmu.reduced.manifold.ManifoldModel`
+    """``qdd = f(q, qd, u)`` and the body origins of a :class:`~mc2fmu.models.manifold.ManifoldModel`
     in torch float64 (differentiable), from the run-time model's arrays."""
 
     def __init__(self, model, layout):
         import torch
 
-        from ..reduced.terms import TermLibrary
+        from ..models.terms import TermLibrary
 
         self.torch = torch
         self.model = model
@@ -71,8 +71,8 @@ class TorchDynamics:
         self.origin_rows = [(bl.offset, np.asarray(bl.com, dtype=np.float64), bl.length) for bl in layout.bodies]
 
     def decode_jh(self, q):
-        from ..reduced.manifold import decoder_features
-        from ..reduced.mlp import mlp_jh
+        from ..models.manifold import decoder_features
+        from ..models.mlp import mlp_jh
 
         phi, Jphi, Hphi = decoder_features(q, self.model.angles, self.q_mean, self.q_scale)
         y, Jy, Hy = mlp_jh(self.layers, self.model.activation, phi, Jphi, Hphi)
@@ -81,7 +81,7 @@ class TorchDynamics:
 
     def acceleration(self, q, qd, u):
         """(B, m) from (B, m), (B, m), (B, n_u) tensors."""
-        from ..reduced.manifold import acceleration, applied_force, manifold_terms
+        from ..models.manifold import acceleration, applied_force, manifold_terms
 
         x, J, H = self.decode_jh(q)
         ident = None if self.library is None else (self.library, self.Xi, self.param, q, u)
@@ -92,8 +92,8 @@ class TorchDynamics:
     def origins(self, q):
         """Body origins (B, 3 n_b): ``r0 - R com`` with ``R``'s columns ``(r_k - r0) / L`` (linear
         in the decoded points; at a rigid decoded body this is the pose export's origin)."""
-        from ..reduced.manifold import decoder_features
-        from ..reduced.mlp import mlp
+        from ..models.manifold import decoder_features
+        from ..models.mlp import mlp
 
         phi, _, _ = decoder_features(q, self.model.angles, self.q_mean, self.q_scale, second=False)
         x = self.x_mean + self.x_scale * mlp(self.layers, self.model.activation, phi)
@@ -202,8 +202,8 @@ def linearize(model_dir: str | os.PathLike, q: list[float] | None = None, qd: li
               u: list[float] | None = None) -> Linearization:
     """Linearise the model of ``model_dir``: at ``(q, qd, u)`` when ``q`` is given, else at the
     static equilibrium under ``u`` (default zero) nearest the model's initial state."""
-    from ..reduced.artifact import load_artifact
-    from ..reduced.manifold import ManifoldModel
+    from ..models.artifact import load_artifact
+    from ..models.manifold import ManifoldModel
 
     art = load_artifact(model_dir)
     model = art.model

@@ -12,8 +12,8 @@ from typing import Any
 from .. import __version__
 from ..errors import ExportError
 from ..files import digest, json_safe
-from ..reduced.artifact import FILES as ARTIFACT_FILES
-from ..reduced.envelope import LEAVE_THRESHOLD
+from ..models.artifact import FILES as ARTIFACT_FILES
+from ..models.envelope import LEAVE_THRESHOLD
 from .description import fmu_variables
 
 #: where an mc2fmu FMU carries its model artifact (what `mc2fmu validate` and `simulate` read)
@@ -30,7 +30,7 @@ LOG_CATEGORIES = {
 def require_manifold(artifact):
     """The artifact's decoder-manifold model (node and local-PCA models are taken by each
     backend itself; any other kind is refused here with a message)."""
-    from ..reduced.manifold import ManifoldModel
+    from ..models.manifold import ManifoldModel
 
     model = artifact.model
     if not isinstance(model, ManifoldModel):

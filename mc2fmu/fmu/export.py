@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ExportError
 from ..files import atomic_output
-from ..reduced.artifact import load_artifact
+from ..models.artifact import load_artifact
 from .description import fmu_variables
 
 log = logging.getLogger(__name__)

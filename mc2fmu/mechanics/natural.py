@@ -185,7 +185,7 @@ class SpringModel:
     spring's learned law), ``f = -D^T n T``.
 
     ``D`` (n_s, 3, n_n), ``e`` (n_s, 3), ``k``, ``c``, ``L0`` (n_s,); ``laws``: the learned laws of
-    recorded springs (a :class:`mc2fmu.reduced.spring_laws.SpringLaws`), None without any.
+    recorded springs (a :class:`mc2fmu.models.spring_laws.SpringLaws`), None without any.
     """
 
     D: np.ndarray

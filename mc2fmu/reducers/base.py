@@ -4,7 +4,7 @@ A *reducer* turns a natural-coordinate dataset into a reduced model, in the mann
 scikit-learn / pysindy estimator or a pyMOR reductor: it is chosen by its registry name
 (``mc2fmu train --reducer NAME``), configured by a frozen dataclass (its ``Config``), and its
 :meth:`Reducer.fit` receives a :class:`~mc2fmu.data.dataset.Dataset` and returns a
-:class:`~mc2fmu.reduced.artifact.ModelArtifact` (the run-time model with its envelope and
+:class:`~mc2fmu.models.artifact.ModelArtifact` (the run-time model with its envelope and
 training record), nothing more: reading files and writing the model directory are the
 pipeline's business.
 

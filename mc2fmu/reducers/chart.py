@@ -1,5 +1,5 @@
 """The minimal coordinates the ``node`` and ``local-pca`` reducers run on: a decoder-manifold
-model's (its *chart*, :mod:`mc2fmu.reduced.charted`), taken from a trained model directory
+model's (its *chart*, :mod:`mc2fmu.models.charted`), taken from a trained model directory
 (``--from MODEL_DIR``) or trained here with the autoencoder reducer's defaults (``--dof``,
 ``--coords``, ``--seed``).  Options both reducers share are defined once here."""
 
@@ -54,8 +54,8 @@ def chart_problems(config) -> list[str]:
 def chart_for(dataset, config, progress: Callable[[dict], None] | None = None, share: float = 0.8):
     """``(chart, coordinates, record)``: the decoder-manifold model whose coordinates the
     reducer runs on, their names (known coordinates; empty: learnt) and what to record.  Training reports ``done`` scaled into ``[0, share]``."""
-    from ..reduced.artifact import load_artifact
-    from ..reduced.manifold import ManifoldModel
+    from ..models.artifact import load_artifact
+    from ..models.manifold import ManifoldModel
 
     if config.from_model:
         src = config.from_model

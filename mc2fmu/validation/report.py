@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..files import json_safe
-from ..reduced.envelope import LEAVE_THRESHOLD
+from ..models.envelope import LEAVE_THRESHOLD
 from .metrics import BIG_ERROR
 
 

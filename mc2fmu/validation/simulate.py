@@ -7,8 +7,8 @@ import numpy as np
 from ..data.poses import read_run, write_run
 from ..mechanics.mechanism import load_mechanism
 from ..mechanics.natural import nc_from_poses, poses_from_nc
-from ..reduced.artifact import load_artifact
-from ..reduced.simulate import simulate_run
+from ..models.artifact import load_artifact
+from ..models.simulate import simulate_run
 from .metrics import position_nrmse, rotation_error
 
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import Mc2fmuError, ValidationError
 from ..fmu.common import MODEL_PREFIX
-from ..reduced.artifact import ModelArtifact, artifact_from_zip
-from ..reduced.envelope import LEAVE_THRESHOLD
+from ..models.artifact import ModelArtifact, artifact_from_zip
+from ..models.envelope import LEAVE_THRESHOLD
 from .metrics import BIG_ERROR
 
 log = logging.getLogger(__name__)

@@ -22,11 +22,11 @@ At export the same sources are also compiled into a self-check library whose dec
 (numpy; it is checked against torch in the tests) and :mod:`mc2fmu.mechanics.rotations` at
 points spread over the training envelope; a difference above :data:`TOLERANCE` is an
 :class:`~mc2fmu.errors.ExportError`.  The backend takes decoder-manifold models
-(:class:`~mc2fmu.reduced.manifold.ManifoldModel`, the autoencoder reducer's) and neural-ODE
-models (:class:`~mc2fmu.reduced.charted.NodeModel`, the node reducer's: ``MC2FMU_NODE`` 1,
+(:class:`~mc2fmu.models.manifold.ManifoldModel`, the autoencoder reducer's) and neural-ODE
+models (:class:`~mc2fmu.models.charted.NodeModel`, the node reducer's: ``MC2FMU_NODE`` 1,
 the network and one RK4 step per sample in C, the chart's decoder for the poses, the
 acceleration and step checked like the manifold's) and local-PCA models
-(:class:`~mc2fmu.reduced.charted.LocalPcaModel`, the local-pca reducer's: ``MC2FMU_LPCA`` 1,
+(:class:`~mc2fmu.models.charted.LocalPcaModel`, the local-pca reducer's: ``MC2FMU_LPCA`` 1,
 ``mc2fmu_lpca.h``: Algorithm 1 with the energy-preserving switch, the chart's encoder and
 decoder for ``q`` and ``qd``; co-simulation only; the start, a step with a forced switch and
 the chart's reading checked against numpy); other kinds are refused with a message.
@@ -54,10 +54,10 @@ from ...errors import ExportError
 from ...files import write_zip
 from ...mechanics.natural import poses_from_nc
 from ...mechanics.rotations import matrix_to_quaternion
-from ...reduced.charted import LocalPcaModel, NodeModel
-from ...reduced.envelope import LEAVE_THRESHOLD, sample_points
-from ...reduced.manifold import ManifoldModel, spring_force
-from ...reduced.spring_laws import HIDDEN as LAW_HIDDEN
+from ...models.charted import LocalPcaModel, NodeModel
+from ...models.envelope import LEAVE_THRESHOLD, sample_points
+from ...models.manifold import ManifoldModel, spring_force
+from ...models.spring_laws import HIDDEN as LAW_HIDDEN
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
 
@@ -408,7 +408,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     if n_t:
         arrays += [
             _array("int", "mc2fmu_lib_kind", lib.kinds.ravel(), per_line=3, comment="identified terms (NT): "
-                   "3 factor codes per term (mc2fmu/reduced/terms.py)"),
+                   "3 factor codes per term (mc2fmu/models/terms.py)"),
             _array("int", "mc2fmu_lib_index", lib.index.ravel(), per_line=3, comment="the factors' coordinate or input"),
             _array("double", "mc2fmu_lib_param", lib.param.ravel(), per_line=3, comment="the factors' parameter (tanh scale)"),
             _array("double", "mc2fmu_lib_xi", lib.Xi.ravel(), comment="coefficients Xi, row-major (NT x NQ)"),
@@ -538,9 +538,9 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
 def _check_local_pca(lpca, fn, rng, x0, xd0, u, u_ref, worst, rel, ptr) -> dict[str, float]:
     """One point of the local-PCA self-check: the start from ``(x0, xd0)``, one step from that
     state put in a random cluster (usually not the nearest: the energy-preserving switch runs),
-    and the chart's reading of the result, C against :mod:`mc2fmu.reduced.local_linear`."""
-    from ...reduced.charted import chart_velocity
-    from ...reduced.local_linear import LocalState
+    and the chart's reading of the result, C against :mod:`mc2fmu.models.local_linear`."""
+    from ...models.charted import chart_velocity
+    from ...models.local_linear import LocalState
 
     rom, m, r = lpca.rom, lpca.dof, lpca.rom.r
     ref0 = rom.initial_state(x0, xd0, u_ref)

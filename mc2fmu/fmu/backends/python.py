@@ -4,7 +4,7 @@ The slave script is rendered from ``templates/pythonfmu_slave.py.in`` and runs t
 ONNX graphs (every reducer stores them in the artifact, checked against torch) with
 onnxruntime: the decoder-manifold map ``step(q_prev, q)`` or the node model's
 ``node_step(q, qd)``, and the decoder's ``positions``; a local-PCA model runs its
-piecewise-linear ROM in numpy (the source of :mod:`mc2fmu.reduced.local_linear`, inserted)
+piecewise-linear ROM in numpy (the source of :mod:`mc2fmu.models.local_linear`, inserted)
 with the chart's ``decoder`` and ``encoder`` graphs.  The importing process must provide
 Python with numpy and onnxruntime.
 pythonfmu's builder imports the script to read it, so it runs in a child process: nothing
@@ -28,7 +28,7 @@ from ... import __version__
 from ...errors import ExportError
 from ...files import write_zip
 from ...mechanics import rotations
-from ...reduced import local_linear
+from ...models import local_linear
 from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, require_manifold, runtime_config
 from ..description import fmu_variables, model_description_fmi2
 

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass, field
 
 from ...errors import TrainingError
-from ...reduced.mlp import ACTIVATIONS
-from ...reduced.step_maps import STEP_MAPS
-from ...reduced.terms import DEFAULT_GROUPS, GROUPS, parse_groups
+from ...models.mlp import ACTIVATIONS
+from ...models.step_maps import STEP_MAPS
+from ...models.terms import DEFAULT_GROUPS, GROUPS, parse_groups
 from ..base import int_list, name_list
 
 #: the two losses; "sim" is the default

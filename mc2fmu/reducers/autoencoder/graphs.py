@@ -1,7 +1,7 @@
 """ONNX graphs of a trained model, in float64, checked against torch at export time.
 
 Five graphs, all for one state at a time (batch 1), all built from the very functions
-training and the run-time model use (:mod:`.torch_model`, :mod:`mc2fmu.reduced.manifold`):
+training and the run-time model use (:mod:`.torch_model`, :mod:`mc2fmu.models.manifold`):
 
 * ``decoder``: ``q`` (1, m) -> ``x`` (1, n), ``J`` (1, n, m), ``H`` (1, n, m, m);
 * ``positions``: ``q`` -> ``x`` only (what the FMU's outputs need);
@@ -10,7 +10,7 @@ training and the run-time model use (:mod:`.torch_model`, :mod:`mc2fmu.reduced.m
 * ``step``: ``q_prev``, ``q`` (1, m), ``u`` -> ``q_next`` (1, m), the model's one-step map.
 
 ``u`` is (1, n_u); a mechanism without inputs has no ``u`` input.  ``M_m`` is solved by the
-unrolled Cholesky factorisation of :func:`mc2fmu.reduced.manifold.cholesky_solve`
+unrolled Cholesky factorisation of :func:`mc2fmu.models.manifold.cholesky_solve`
 (``torch.linalg.solve`` does not export).  ``dt`` is a constant inside ``step``.
 
 :func:`onnx_graphs` evaluates every graph with onnxruntime at points spread over the
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from ...errors import ExportError
-from ...reduced.envelope import sample_points
+from ...models.envelope import sample_points
 
 log = logging.getLogger(__name__)
 

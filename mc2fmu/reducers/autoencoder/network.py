@@ -1,5 +1,5 @@
 """Twice-differentiable MLPs (torch modules) whose value, Jacobian and Hessian are propagated
-explicitly, as :func:`mc2fmu.reduced.manifold.mlp_jh` (the run-time model's code) does, in a
+explicitly, as :func:`mc2fmu.models.manifold.mlp_jh` (the run-time model's code) does, in a
 layout made for training (:func:`packed_jh`).
 
 This is exact, 2-15x faster than ``torch.func`` for training on this CPU, and exports to
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ...reduced.manifold import get_activation, mlp
+from ...models.manifold import get_activation, mlp
 
 Tensor = torch.Tensor
 
@@ -60,7 +60,7 @@ class MLP(nn.Module):
 
 
 def packed_jh(layers, activation, z: Tensor, Jz: Tensor, Hz: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-    """:func:`~mc2fmu.reduced.mlp.mlp_jh`'s arithmetic with the units on the last axis: ``J``
+    """:func:`~mc2fmu.models.mlp.mlp_jh`'s arithmetic with the units on the last axis: ``J``
     as (B, m, n) and the Hessian's ``m (m + 1) / 2`` distinct entries as (B, p, n), so every
     layer is a plain product on contiguous rows and every activation term an elementwise one
     (the (B, n, m, m) layout made strided broadcasts and transposed copies of them: measured on

@@ -1,7 +1,7 @@
 """The ``autoencoder`` reducer (seed 000): a physics-informed autoencoder learns the minimal
 coordinates (or takes known ones, ``coords``) and the decoder manifold the NC physics is
 projected on.  It trains torch modules (:mod:`.training`) and hands over the numpy run-time
-:class:`~mc2fmu.reduced.manifold.ManifoldModel`, with its ONNX graphs (checked against torch)
+:class:`~mc2fmu.models.manifold.ManifoldModel`, with its ONNX graphs (checked against torch)
 as resources for the python FMU backend."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ...reduced.artifact import ModelArtifact, build_artifact
-from ...reduced.terms import equation
+from ...models.artifact import ModelArtifact, build_artifact
+from ...models.terms import equation
 from ..base import Checkpointer, config_to_dict
 from .config import TrainConfig
 from .graphs import onnx_graphs

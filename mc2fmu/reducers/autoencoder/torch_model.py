@@ -1,5 +1,5 @@
 """The autoencoder's trainable form (torch modules) and its conversion to and from the
-run-time :class:`~mc2fmu.reduced.manifold.ManifoldModel`.
+run-time :class:`~mc2fmu.models.manifold.ManifoldModel`.
 
 * :class:`Decoder` -- z-scored inputs (or ``cos q, sin q`` for angle-type coordinates), an
   MLP, de-normalised outputs; value, ``J`` and ``H`` by explicit propagation.
@@ -9,7 +9,7 @@ run-time :class:`~mc2fmu.reduced.manifold.ManifoldModel`.
   (pose positions and rotation-matrix entries are exactly linear in the natural coordinates).
 * :class:`TorchManifoldModel` -- both plus ``M`` and the force model (and identified terms,
   :meth:`TorchManifoldModel.set_library`); ``step`` is the one-step map used by training, and
-  the arithmetic is that of :mod:`mc2fmu.reduced.manifold`.
+  the arithmetic is that of :mod:`mc2fmu.models.manifold`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ...mechanics.natural import ForceModel, SpringModel
-from ...reduced.manifold import (
+from ...models.manifold import (
     ManifoldModel,
     ManifoldTerms,
     MLPWeights,
@@ -32,8 +32,8 @@ from ...reduced.manifold import (
     manifold_terms,
     mass_blocks,
 )
-from ...reduced.step_maps import StepMap, get_step_map
-from ...reduced.terms import TermLibrary
+from ...models.step_maps import StepMap, get_step_map
+from ...models.terms import TermLibrary
 from .network import MLP
 
 Tensor = torch.Tensor

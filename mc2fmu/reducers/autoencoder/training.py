@@ -33,7 +33,7 @@ computed in the ``r`` hull coordinates (:class:`~.torch_model.TorchManifoldModel
 that grows with ``r`` rather than with the number of bodies.
 
 ``--identify`` (seed 004), for forces the mechanism file does not describe: every term of the
-library (:mod:`mc2fmu.reduced.terms`) joins the dynamics at the start of L-BFGS with a zero
+library (:mod:`mc2fmu.models.terms`) joins the dynamics at the start of L-BFGS with a zero
 coefficient and is trained with the model (the smoothed signs' velocity scales too), so the
 decoder never has to bend to absorb the missing force.  Then seed 004's sequentially
 thresholded least squares on the trained model's residual ``M_m qddot - (f_m - G_m + J^T
@@ -72,9 +72,9 @@ from torch.func import jvp
 from ...data.dataset import Dataset
 from ...errors import TrainingError
 from ...mechanics.natural import ForceModel, poses_from_nc
-from ...reduced.spring_laws import fit_laws
-from ...reduced.manifold import acceleration, known_rhs, mass_times, wrap_to_pi
-from ...reduced.terms import TermLibrary, build_library, evaluate, parse_groups, stlsq
+from ...models.spring_laws import fit_laws
+from ...models.manifold import acceleration, known_rhs, mass_times, wrap_to_pi
+from ...models.terms import TermLibrary, build_library, evaluate, parse_groups, stlsq
 from ..base import Checkpointer, TrainingInterrupted, config_to_dict
 from .config import TrainConfig
 from .lbfgs import LBFGS
@@ -287,7 +287,7 @@ def build_model(ds: Dataset, cfg: TrainConfig, angles: list[bool]) -> TorchManif
 
 def with_spring_laws(ds: Dataset, cfg: TrainConfig) -> tuple[ForceModel, dict[str, float]]:
     """The dataset's force model, with the learned laws of its recorded springs (fitted here on
-    the data's lengths, rates and recorded tensions; see :mod:`mc2fmu.reduced.spring_laws`), and
+    the data's lengths, rates and recorded tensions; see :mod:`mc2fmu.models.spring_laws`), and
     each law's rms tension residual relative to the recorded tension's rms."""
     springs = ds.forces.springs
     if springs is None or not any(sp.recorded for sp in ds.mechanism.springs):

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...errors import TrainingError
-from ...reduced.local_linear import DEFAULT_EPS
+from ...models.local_linear import DEFAULT_EPS
 from ..chart import chart_problems, coords_field, dof_field, from_field, seed_field
 
 #: the default cluster count, and the fewest samples a default cluster is given.  Measured

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import TrainingError
 from ...mechanics.natural import ForceModel, SpringModel
-from ...reduced.local_linear import DEFAULT_EPS, LocalLinearModel
+from ...models.local_linear import DEFAULT_EPS, LocalLinearModel
 
 
 def kmeans(x: np.ndarray, k: int, seed: int = 0, max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@
 at training.
 
 The slave script runs the piecewise-linear ROM itself (the source of
-:mod:`mc2fmu.reduced.local_linear`, inserted at export); what it needs of the chart are the
+:mod:`mc2fmu.models.local_linear`, inserted at export); what it needs of the chart are the
 two maps between natural and minimal coordinates:
 
 * ``decoder``: ``q`` (1, m) -> ``x`` (1, n), ``J`` (1, n, m), ``H`` (1, n, m, m): the start
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ...reduced.envelope import sample_points
+from ...models.envelope import sample_points
 from ..autoencoder.graphs import _DecoderGraph, _EncoderGraph, export_checked, graph_specs
 from ..autoencoder.torch_model import from_runtime
 
@@ -26,7 +26,7 @@ from ..autoencoder.torch_model import from_runtime
 def local_pca_graphs(model, envelope, work: str | os.PathLike, check_points: int = 16
                      ) -> tuple[dict[str, bytes], dict[str, float]]:
     """``{"onnx/decoder.onnx": bytes, "onnx/encoder.onnx": bytes}`` of a
-    :class:`~mc2fmu.reduced.charted.LocalPcaModel`'s chart and the measured max relative
+    :class:`~mc2fmu.models.charted.LocalPcaModel`'s chart and the measured max relative
     difference to torch per graph (an :class:`~mc2fmu.errors.ExportError` above tolerance)."""
     chart = from_runtime(model.chart)
     specs = {k: v for k, v in graph_specs(model.n_u).items() if k in ("decoder", "encoder")}

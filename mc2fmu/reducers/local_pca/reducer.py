@@ -1,6 +1,6 @@
 """The registered ``local-pca`` reducer: the piecewise-linear ROM fitted to the natural
 coordinates (:mod:`.fit`), its coordinates read through a chart, handed over as a
-:class:`~mc2fmu.reduced.charted.LocalPcaModel` with its chart's ONNX graphs (:mod:`.graphs`)
+:class:`~mc2fmu.models.charted.LocalPcaModel` with its chart's ONNX graphs (:mod:`.graphs`)
 for the python FMU backend."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from ...reduced.artifact import ModelArtifact, build_artifact
-from ...reduced.charted import LocalPcaModel
+from ...models.artifact import ModelArtifact, build_artifact
+from ...models.charted import LocalPcaModel
 from ..base import Checkpointer, config_to_dict
 from ..chart import chart_for
 from .config import LocalPcaConfig

@@ -1,8 +1,8 @@
 """ONNX graphs of a node model, for the python FMU backend, checked against torch at training.
 
 * ``node_step``: ``q``, ``qd`` (1, m), ``u`` (1, n_u) -> ``q_next``, ``qd_next`` (1, m): one
-  classical RK4 step of the neural ODE (:func:`mc2fmu.reduced.node.rk4_step` on
-  :func:`~mc2fmu.reduced.node.node_acceleration`, the functions training and the run-time
+  classical RK4 step of the neural ODE (:func:`mc2fmu.models.node.rk4_step` on
+  :func:`~mc2fmu.models.node.node_acceleration`, the functions training and the run-time
   model use), ``dt`` and the normalisations float64 constants;
 * ``positions``: ``q`` -> ``x``, the chart's decoder (as the autoencoder's graph of that name).
 
@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...reduced.envelope import sample_points
-from ...reduced.mlp import get_activation
-from ...reduced.node import NodeScales, node_acceleration, rk4_step
+from ...models.envelope import sample_points
+from ...models.mlp import get_activation
+from ...models.node import NodeScales, node_acceleration, rk4_step
 from ..autoencoder.graphs import F64, GraphSpec, _PositionsGraph, export_checked
 from ..autoencoder.torch_model import from_runtime
 
@@ -58,7 +58,7 @@ class _NodeStepGraph(nn.Module):
 def node_graphs(model, envelope, work: str | os.PathLike, check_points: int = 16
                 ) -> tuple[dict[str, bytes], dict[str, float]]:
     """``{"onnx/node_step.onnx": bytes, "onnx/positions.onnx": bytes}`` of a
-    :class:`~mc2fmu.reduced.charted.NodeModel` and the measured max relative difference to
+    :class:`~mc2fmu.models.charted.NodeModel` and the measured max relative difference to
     torch per graph; raises :class:`ExportError` above the autoencoder's tolerance."""
     u = ("u",) if model.n_u else ()
     specs = {"node_step": GraphSpec("node_step", ("q", "qd", *u), ("q_next", "qd_next")),

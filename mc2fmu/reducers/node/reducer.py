@@ -1,5 +1,5 @@
 """The registered ``node`` reducer: the chart's coordinates of every training run, the neural
-ODE fitted to their one-step RK4 map, handed over as a :class:`~mc2fmu.reduced.charted.NodeModel`
+ODE fitted to their one-step RK4 map, handed over as a :class:`~mc2fmu.models.charted.NodeModel`
 with its ONNX graphs (:mod:`.graphs`) for the python FMU backend."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Callable
 import torch
 
 from ...mechanics.natural import finite_difference_velocity
-from ...reduced.artifact import ModelArtifact, build_artifact
-from ...reduced.charted import NodeModel
-from ...reduced.manifold import unwrap_angles
+from ...models.artifact import ModelArtifact, build_artifact
+from ...models.charted import NodeModel
+from ...models.manifold import unwrap_angles
 from ..base import Checkpointer, config_to_dict
 from ..chart import chart_for
 from .config import NodeReducerConfig

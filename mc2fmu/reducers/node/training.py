@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from ...errors import TrainingError
-from ...reduced.mlp import MLPWeights, get_activation
-from ...reduced.node import NodeDynamics, NodeScales, node_acceleration, rk4_step
+from ...models.mlp import MLPWeights, get_activation
+from ...models.node import NodeDynamics, NodeScales, node_acceleration, rk4_step
 from ..autoencoder.network import MLP
 
 

@@ -206,7 +206,7 @@ MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(terms_rows)(MC2FMU_(terms) *T) {
 }
 
 #if MC2FMU_NLAW > 0
-/* a recorded spring's learned law (mc2fmu/reduced/spring_laws.py): an MLP n_in -> H1 -> H2 -> 1
+/* a recorded spring's learned law (mc2fmu/models/spring_laws.py): an MLP n_in -> H1 -> H2 -> 1
    with tanh, its parameters packed W0 (H1 x n_in), b0, W1 (H2 x H1), b1, W2 (1 x H2), b2 */
 MC2FMU_STATIC mc2fmu_real MC2FMU_(law_net)(const double *p, int n_in, const mc2fmu_real *in) {
     mc2fmu_real h1[MC2FMU_LAW_H1], h2[MC2FMU_LAW_H2], acc;
@@ -420,7 +420,7 @@ MC2FMU_STATIC void MC2FMU_(eval_terms)(const mc2fmu_real *q, const mc2fmu_real *
 #endif
 }
 
-/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.reduced.manifold.cholesky_solve */
+/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.models.manifold.cholesky_solve */
 MC2FMU_STATIC void MC2FMU_(cholesky_solve)(const mc2fmu_real *A, const mc2fmu_real *b, mc2fmu_real *y) {
     mc2fmu_real L[MC2FMU_NQ2], z[MC2FMU_NQ];
     int i, j, k;
@@ -466,7 +466,7 @@ MC2FMU_STATIC void MC2FMU_(spring_force)(const MC2FMU_(terms) *T, const mc2fmu_r
 
 #if MC2FMU_NT > 0
 /* rhs += Xi^T lambda(q, v, u): term t is the product of its factors (codes of
-   mc2fmu/reduced/terms.py: 0 one, 1 q_i, 2 sin q_i, 3 cos q_i, 4 v_i, 5 MC2FMU_TANH(v_i / p), 6 u_i),
+   mc2fmu/models/terms.py: 0 one, 1 q_i, 2 sin q_i, 3 cos q_i, 4 v_i, 5 MC2FMU_TANH(v_i / p), 6 u_i),
    multiplied in the order numpy multiplies them */
 MC2FMU_STATIC void MC2FMU_(identified)(const mc2fmu_real *q, const mc2fmu_real *v, const mc2fmu_real *u, mc2fmu_real *rhs) {
     mc2fmu_real f[MC2FMU_NQ];
@@ -554,7 +554,7 @@ MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_pre
 #if MC2FMU_NODE
 /* ------------------------------------------------------------------ the MBD-NODE dynamics
 
-   The node reducer's models (mc2fmu/reduced/node.py): qdd = f_theta(q, qd, u), an MLP of
+   The node reducer's models (mc2fmu/models/node.py): qdd = f_theta(q, qd, u), an MLP of
    the features cos q, sin q (angle coordinates) or (q - mean) / scale, then (qd - mean) / scale
    and (u - mean) / scale; hidden layers with MC2FMU_NODE_ACTIVATION, a linear output layer,
    de-normalised by a_scale, a_mean.  The decoder above serves only the poses (the chart). */

@@ -2,8 +2,8 @@
 
    Included once by mc2fmu_native.h when MC2FMU_LPCA is 1 (double precision only: the model is
    discrete-time, co-simulation only, no directional derivatives).  It replicates
-   mc2fmu/reduced/local_linear.py (Algorithm 1 with the energy-preserving switch) and the
-   chart's observation of mc2fmu/reduced/charted.py (LocalPcaModel.observe):
+   mc2fmu/models/local_linear.py (Algorithm 1 with the energy-preserving switch) and the
+   chart's observation of mc2fmu/models/charted.py (LocalPcaModel.observe):
 
    - cluster i: centroid mu_i, orthonormal basis V_i (NX x R, row-major), x = V_i q + mu_i,
      M_i qdd + K_i q + c_i + D_i qd = V_i^T f(x, u), f = f_g + f_B u + sum_k u_k f_C[k] x;

@@ -14,7 +14,7 @@
      Hz = s''(a) Ja Ja^T + s'(a) Ha, Jz = s'(a) Ja, z = s(a); output de-normalised;
    - M_m = J^T M J, G_m = J^T M (H : v v), f_m = J^T f, f = f_g + f_B u + sum_i u_i f_C[i] x,
      plus the spring-dampers J^T f_spring(x, J v) with the velocity v of each acceleration
-     and the identified terms Xi^T lambda(q, v, u) (train --identify; mc2fmu/reduced/terms.py),
+     and the identified terms Xi^T lambda(q, v, u) (train --identify; mc2fmu/models/terms.py),
      with the decoder's output layer folded into M, f_g, f_B, f_C and the springs at export
      (exact algebra, different rounding; see mc2fmu_terms): the step propagates the last
      hidden layer only;

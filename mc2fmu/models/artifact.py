@@ -7,7 +7,7 @@ Layout (format :data:`FORMAT` version :data:`FORMAT_VERSION`)::
     MODEL_DIR/resources/...   the reduced model's extra files (e.g. its ONNX graphs)
 
 ``model.json`` keys: ``format``, ``version``, ``reducer`` (the registry name that trained it),
-``kind`` (the run-time model kind, :data:`mc2fmu.reduced.model.MODEL_KINDS`), ``mechanism``,
+``kind`` (the run-time model kind, :data:`mc2fmu.models.model.MODEL_KINDS`), ``mechanism``,
 ``layout`` (the NC layout), ``dof``, ``dt``, ``angles``, ``coordinates`` (the names of known
 minimal coordinates; empty when they were learnt), ``envelope``, ``initial_state`` (``q``,
 ``qd``, ``u`` of the first training run), ``training`` (runs, samples, duration, metrics, the

@@ -2,14 +2,14 @@
 coordinates are a decoder-manifold model's (its *chart*): the MBD-NODE neural ODE (seed 003)
 and the local-PCA piecewise-linear ROM (seed 002).
 
-The chart (a :class:`~mc2fmu.reduced.manifold.ManifoldModel`, learnt or known coordinates)
+The chart (a :class:`~mc2fmu.models.manifold.ManifoldModel`, learnt or known coordinates)
 gives ``encode``/``decode``, so every model kind has the same inputs and outputs: an FMU is
 started with ``q_start``/``qd_start`` and reports poses, ``q`` and ``qd`` whichever model runs
 inside, and a comparison between them isolates the dynamics model.
 
-* :class:`NodeModel`: ``qdd = f_theta(q, qd, u)`` (:mod:`mc2fmu.reduced.node`), one classical
+* :class:`NodeModel`: ``qdd = f_theta(q, qd, u)`` (:mod:`mc2fmu.models.node`), one classical
   RK4 step per sample; state ``(q, qd)``; poses decoded from ``q``.
-* :class:`LocalPcaModel`: Algorithm 1 of seed 002 (:mod:`mc2fmu.reduced.local_linear`) on
+* :class:`LocalPcaModel`: Algorithm 1 of seed 002 (:mod:`mc2fmu.models.local_linear`) on
   natural coordinates; state ``(cluster, q_r, qd_r, qdd_r)`` of the active cluster; poses from
   the cluster's ``x = V q_r + mu``, ``q`` and ``qd`` from the chart (``q = encode(x)``, ``qd``
   the least-squares solution of ``J(q) qd = V qd_r``).  Started at ``x = decode(q0)``,

@@ -1,7 +1,7 @@
 """Multilayer perceptrons written once for numpy and torch: activations with their first and
 second derivatives, the value and the explicit Jacobian / Hessian propagation, and the
-weights' container.  Used by the decoder manifold (:mod:`mc2fmu.reduced.manifold`) and the
-learned spring laws (:mod:`mc2fmu.reduced.spring_laws`).
+weights' container.  Used by the decoder manifold (:mod:`mc2fmu.models.manifold`) and the
+learned spring laws (:mod:`mc2fmu.models.spring_laws`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The few library functions that differ between numpy and torch, picked by array type.
 
-The reduced dynamics (:mod:`mc2fmu.reduced.manifold`) and the identified terms
-(:mod:`mc2fmu.reduced.terms`) are written once for both: :func:`ops` returns the namespace for
+The reduced dynamics (:mod:`mc2fmu.models.manifold`) and the identified terms
+(:mod:`mc2fmu.models.terms`) are written once for both: :func:`ops` returns the namespace for
 an array (numpy, or torch imported only when a tensor is given).
 """
 

@@ -3,7 +3,7 @@
 ``simulate``, the FMU backends and validation use a reduced model only through this
 protocol, in numpy (no torch): the reducers (:mod:`mc2fmu.reducers`) train with whatever
 they like and hand over a run-time model of a registered kind (:data:`MODEL_KINDS`), which
-the artifact (:mod:`mc2fmu.reduced.artifact`) saves and loads.
+the artifact (:mod:`mc2fmu.models.artifact`) saves and loads.
 
 A model is a discrete-time state-space system on the sample grid: ``start`` makes its state
 (a flat float64 vector of ``state_size``) from the minimal coordinates and their velocities,

@@ -1,6 +1,6 @@
 """Rolling a reduced model out in time through its state-space interface (numpy).
 
-Every model kind (:data:`mc2fmu.reduced.model.MODEL_KINDS`) is run the same way: ``start``
+Every model kind (:data:`mc2fmu.models.model.MODEL_KINDS`) is run the same way: ``start``
 from ``(q0, qd0, u0)``, ``advance`` one sample step with the input held, ``observe`` the
 outputs; the FMUs run the same start, step and outputs, so ``mc2fmu simulate`` and an FMU
 agree on every output.

@@ -7,7 +7,7 @@ three *factors* from a fixed set that C, ONNX, numpy and torch evaluate alike::
 
 (``v0_i``, the velocity scale of the smoothed sign, is a factor parameter), and the
 coefficients ``Xi`` (n_terms, m).  The reduced dynamics add ``f_id`` to the right-hand side
-of ``M_m qddot = ...`` (:func:`mc2fmu.reduced.manifold.acceleration`), so training, ``simulate``
+of ``M_m qddot = ...`` (:func:`mc2fmu.models.manifold.acceleration`), so training, ``simulate``
 and both FMU backends run the same terms.
 
 :func:`build_library` makes the library from named groups (``mc2fmu train --identify GROUPS``),

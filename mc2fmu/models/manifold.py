@@ -10,7 +10,7 @@ explicit value / Jacobian / Hessian propagation) and the NC physics it projects
 Spring-dampers (``d = D x + e`` per spring, see :class:`mc2fmu.mechanics.natural.SpringModel`)
 are evaluated exactly on the decoded ``x`` and ``xdot = J qdot``: the stiffness part depends
 on ``q`` only, the damper on the velocity the step map uses (the same ``v`` as in ``G_m``).
-The identified terms ``Xi^T lambda`` (:mod:`mc2fmu.reduced.terms`, ``train --identify``) are
+The identified terms ``Xi^T lambda`` (:mod:`mc2fmu.models.terms`, ``train --identify``) are
 forces in minimal coordinates the mechanism file does not describe (e.g. joint friction).
 
 Every function here takes numpy arrays or torch tensors alike (:func:`ops` picks the few
@@ -355,7 +355,7 @@ class ManifoldModel:
 
     def start(self, q0: np.ndarray, qd0: np.ndarray, u0: np.ndarray) -> np.ndarray:
         """The state ``(q_{-1}, q_0, qd_0)``, ``q_{-1}`` by the Taylor step backwards
-        (:func:`mc2fmu.reduced.simulate.initial_history`)."""
+        (:func:`mc2fmu.models.simulate.initial_history`)."""
         from .simulate import initial_history
 
         q = np.asarray(q0, dtype=np.float64).reshape(self.dof)
