@@ -15,8 +15,9 @@ reducer's options), ``versions``, ``model`` (the run-time model's own parameters
 ``arrays`` (name -> shape) and ``resources`` (file names).
 
 :func:`load_artifact` refuses another format version, a missing key, a value of the wrong
-type and an array of the wrong shape, each with a message naming the file, the key and the
-fix.  Reading imports neither torch nor onnx.
+type, an array of the wrong shape and a resource that is not inside ``resources/`` (an
+absolute name, ``..``, a link leading out), each with a message naming the file, the key and
+the fix; :func:`save_artifact` refuses such resource names too.  Reading imports neither torch nor onnx.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import platform
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -177,9 +178,46 @@ def to_json(art: ModelArtifact) -> dict[str, Any]:
     })
 
 
+def _resource_problems(where: str | os.PathLike, names, folder: Path | None = None) -> list[str]:
+    """Why ``names`` cannot be the model's resource files (empty: they can).  A resource name is a
+    plain relative path (``onnx/rhs.onnx``): not absolute, no ``..``, no ``.``, no backslash.
+    With ``folder`` (the model's ``resources/``, when reading) every entry in it, listed or not,
+    must also stay inside it with links followed: an export embeds the whole directory."""
+    problems = []
+    for name in names:
+        rel = PurePosixPath(name) if isinstance(name, str) else None
+        if rel is None or not name or "\\" in name or "\0" in name or rel.is_absolute() or ".." in rel.parts \
+                or rel.as_posix() != name:
+            problems.append(f"{where}: key 'resources': {name!r} is not a file name inside resources/ (absolute, "
+                            f"'..' or not a plain relative path); {RETRAIN}")
+    if folder is None or not (folder.exists() or folder.is_symlink()):
+        return problems
+    if not _inside(folder, folder.parent):
+        return [*problems, f"{where}: key 'resources': the folder {folder} is a link that leads outside the model "
+                           f"directory; {RETRAIN}"]
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for entry in sorted(dirnames + filenames):
+            p = Path(dirpath) / entry
+            if not _inside(p, folder):
+                problems.append(f"{where}: key 'resources': {p.relative_to(folder).as_posix()!r} is a link that "
+                                f"leads outside resources/; {RETRAIN}")
+    return problems
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """``path``, links followed, is ``folder`` or in it (a link loop is not)."""
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):  # RuntimeError: a link loop (Python < 3.13)
+        return False
+
+
 def save_artifact(path: str | os.PathLike, art: ModelArtifact) -> Path:
     """Write the artifact directory atomically (a complete directory or nothing)."""
     path = Path(path)
+    problems = _resource_problems(path / "model.json", art.model.resources)  # a fresh directory: names suffice
+    if problems:
+        raise ModelError(problems)
     _, arrays = art.model.to_saved()
     with atomic_directory(path) as tmp:
         np.savez(tmp / "arrays.npz", **{k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()})
@@ -283,12 +321,15 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
                 and np.linalg.eigvalsh(0.5 * (M + M.T)).min() >= -1e-9 * scale):
             raise ModelError(f"{path / 'arrays.npz'}: array 'M' is not a mass matrix (symmetric, positive "
                              f"semidefinite, non-zero); {RETRAIN}")
+    problems = _resource_problems(mj, meta["resources"], path / "resources")
+    if problems:
+        raise ModelError(problems)
     resources = {}
     for name in meta["resources"]:
-        f = path / "resources" / str(name)
+        f = path / "resources" / name
         if not f.is_file():
             raise ModelError(f"{f}: missing (listed under 'resources' in model.json); {RETRAIN}")
-        resources[str(name)] = f.read_bytes()
+        resources[name] = f.read_bytes()
     try:
         model = kind.from_saved(meta["model"], arrays, dt=dt, angles=angles, resources=resources)
     except (KeyError, TypeError, ValueError) as exc:

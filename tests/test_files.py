@@ -1,0 +1,150 @@
+"""What mc2fmu reads and writes on disk: the model directory's resource files stay inside it,
+atomic directories never lose the old content, output modes are those of a plain ``open``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import MECHANISM_TOML, analytic_motion
+
+# ---------------------------------------------------------------------------- a tiny model, built by hand
+
+
+def _tiny_model(folder: Path) -> Path:
+    """A valid model directory in well under a second, without training: the toy mechanism of
+    conftest, a one-coordinate linear decoder/encoder through the data's mean along its first
+    principal direction, the mechanism's exact mass matrix and loads, and one resource file."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.data.poses import write_run
+    from mc2fmu.mechanics.natural import force_model, mass_matrix
+    from mc2fmu.models.artifact import build_artifact, save_artifact
+    from mc2fmu.models.manifold import ManifoldModel, MLPWeights
+
+    folder.mkdir(parents=True, exist_ok=True)
+    mech, run = folder / "toy.toml", folder / "run.csv"
+    mech.write_text(MECHANISM_TOML)
+    m = analytic_motion()
+    write_run(run, m["t"], ["arm", "rod"], m["origin"], m["rotation"], ["tau", "F"], m["u"])
+    data = load_training_data(mech, [run])
+    x = data.x
+    mean = x.mean(axis=0)
+    w = np.linalg.svd(x - mean, full_matrices=False)[2][0]  # unit first principal direction
+    M = mass_matrix(data.mechanism, data.layout)
+    forces = force_model(data.mechanism, data.layout, M)
+    model = ManifoldModel(float(data.dt[0]), (False,), "centred", MLPWeights((w[:, None],), (np.zeros(len(w)),), "tanh"),
+                          np.zeros(1), np.ones(1), mean, np.ones(len(w)), None, None, None, w[None, :], -w[None, :] @ mean,
+                          M, forces.f_g, forces.f_B, forces.f_C, forces.springs, {"onnx/notes.txt": b"legitimate"})
+    out = folder / "model"
+    save_artifact(out, build_artifact("autoencoder", model, data))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return _tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture()
+def model_copy(tiny_model, tmp_path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(tiny_model, tmp_path / "model"))
+
+
+def _list_resource(model_dir: Path, name: str) -> None:
+    meta = json.loads((model_dir / "model.json").read_text())
+    meta["resources"].append(name)
+    (model_dir / "model.json").write_text(json.dumps(meta))
+
+
+def _refusal(model_dir: Path) -> str:
+    from mc2fmu.errors import ModelError
+    from mc2fmu.models.artifact import load_artifact
+
+    with pytest.raises(ModelError) as exc:
+        load_artifact(model_dir)
+    return str(exc.value)
+
+
+def _export(model_dir: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mc2fmu.cli", "export", str(model_dir), "-o", str(out), "-q"],
+                          capture_output=True, text=True, timeout=120)
+
+
+# ---------------------------------------------------------------------------- resource names
+
+
+def test_the_tiny_model_loads_with_its_resource(tiny_model):
+    from mc2fmu.models.artifact import load_artifact
+
+    art = load_artifact(tiny_model)
+    assert art.model.resources == {"onnx/notes.txt": b"legitimate"}
+
+
+@pytest.mark.parametrize("name", ["../../../etc/hostname", "/etc/hostname", "onnx/../../model.json", "../arrays.npz"])
+def test_a_resource_name_outside_resources_is_refused_on_read(model_copy, name):
+    """Absolute names and names with '..' are refused, whether or not the file they reach exists."""
+    _list_resource(model_copy, name)
+    msg = _refusal(model_copy)
+    assert str(model_copy / "model.json") in msg and "'resources'" in msg and repr(name) in msg
+    assert "mc2fmu train" in msg
+
+
+def test_export_refuses_a_model_whose_resource_name_leaves_the_directory(model_copy, tmp_path):
+    """`mc2fmu export` used to read /etc/hostname and put it into the FMU."""
+    _list_resource(model_copy, "../../../../../../../../etc/hostname")
+    out = tmp_path / "leak.fmu"
+    proc = _export(model_copy, out)
+    assert proc.returncode == 2, proc.stderr
+    assert any(line.startswith("error:") and "'resources'" in line for line in proc.stderr.splitlines()), proc.stderr
+    assert not out.exists() and not list(tmp_path.glob("*.fmu*"))
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_symlink_in_resources_that_leads_outside_is_refused(model_copy, tmp_path, listed):
+    """A link inside resources/ to a file outside it is refused, listed or not (an export embeds
+    the whole directory); a link to a file inside resources/ is fine."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not part of any model")
+    (model_copy / "resources" / "onnx" / "inside.txt").symlink_to(model_copy / "resources" / "onnx" / "notes.txt")
+    (model_copy / "resources" / "onnx" / "leak.txt").symlink_to(secret)
+    if listed:
+        _list_resource(model_copy, "onnx/leak.txt")
+    msg = _refusal(model_copy)
+    assert "'resources'" in msg and "onnx/leak.txt" in msg and "mc2fmu train" in msg
+    assert "inside.txt" not in msg
+
+
+def test_a_symlinked_resources_folder_outside_the_model_is_refused(model_copy, tmp_path):
+    import shutil
+
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(model_copy / "resources", elsewhere)
+    (model_copy / "resources").symlink_to(elsewhere, target_is_directory=True)
+    msg = _refusal(model_copy)
+    assert "'resources'" in msg and "mc2fmu train" in msg
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "ABSOLUTE", "onnx/../../escape.txt"])
+def test_save_artifact_refuses_a_resource_name_outside_resources(tiny_model, tmp_path, name):
+    from mc2fmu.errors import ModelError
+    from mc2fmu.models.artifact import load_artifact, save_artifact
+
+    name = str(tmp_path / "escape.txt") if name == "ABSOLUTE" else name
+    art = load_artifact(tiny_model)
+    art.model.resources[name] = b"x"
+    (tmp_path / "deep").mkdir()
+    out = tmp_path / "deep" / "m"
+    with pytest.raises(ModelError) as exc:
+        save_artifact(out, art)
+    msg = str(exc.value)
+    assert "'resources'" in msg and repr(name) in msg and "mc2fmu train" in msg
+    assert not out.exists() and not (tmp_path / "escape.txt").exists()
+    assert not list((tmp_path / "deep").iterdir())  # no temporary directory left behind
