@@ -56,7 +56,11 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
 @contextmanager
 def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty temporary directory next to ``path``; it replaces ``path`` (a complete
-    directory or nothing) only if the block succeeds."""
+    directory or nothing) only if the block succeeds.
+
+    The old directory is moved aside (to a hidden sibling) before the new one is moved in, back
+    if that fails, and removed only once the new one is in place: a crash between the two
+    renames leaves it in that sibling, never lost."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"{path}: is a file; a directory is written here, choose another path")
@@ -68,12 +72,34 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     give_default_mode(tmp)
     try:
         yield tmp
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        _move_into_place(tmp, path)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def _move_into_place(new: Path, path: Path) -> None:
+    """Rename the directory ``new`` to ``path``; the old ``path`` is removed only once ``new``
+    is there, and put back if the rename fails (for any reason, an interrupt included)."""
+    aside = new.with_name(new.name + ".old") if path.exists() or path.is_symlink() else None
+    try:
+        if aside is not None:
+            os.replace(path, aside)
+        try:
+            os.replace(new, path)
+        except BaseException:
+            if aside is not None:
+                os.replace(aside, path)
+            raise
+    except OSError as exc:
+        old = ("nothing was written" if aside is None else
+               f"its previous content is still at {aside}" if aside.exists() else "its previous content is kept")
+        raise OutputError(f"{path}: cannot be written ({exc.strerror or exc}); {old}") from None
+    if aside is not None:
+        if aside.is_symlink():
+            aside.unlink()
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
 
 
 def write_zip(out: str | os.PathLike, members: dict[str, bytes], executable: Iterable[str] = ()) -> None:

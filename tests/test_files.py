@@ -148,3 +148,57 @@ def test_save_artifact_refuses_a_resource_name_outside_resources(tiny_model, tmp
     assert "'resources'" in msg and repr(name) in msg and "mc2fmu train" in msg
     assert not out.exists() and not (tmp_path / "escape.txt").exists()
     assert not list((tmp_path / "deep").iterdir())  # no temporary directory left behind
+
+
+# ---------------------------------------------------------------------------- atomic directories
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_atomic_directory_replaces_the_old_content_and_leaves_nothing_beside(tmp_path):
+    from mc2fmu.files import atomic_directory
+
+    path = tmp_path / "out"
+    (path / "sub").mkdir(parents=True)
+    (path / "old.txt").write_text("old")
+    (path / "sub" / "old.txt").write_text("old too")
+    with atomic_directory(path) as tmp:
+        (tmp / "new.txt").write_text("new")
+    assert _tree(path) == {"new.txt": "new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with atomic_directory(tmp_path / "fresh") as tmp:  # and where there was nothing
+        (tmp / "a.txt").write_text("a")
+    assert _tree(tmp_path / "fresh") == {"a.txt": "a"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "out"]
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_an_atomic_directory_keeps_the_old_content_when_the_new_cannot_be_moved_in(tmp_path, monkeypatch, failure):
+    """Moving the new directory into place fails (a full disk, an interrupt): the old content
+    is still at the path, complete, and no temporary directory is left beside it.  (It used to
+    be removed before the move, so both were lost.)"""
+    import mc2fmu.files as files
+    from mc2fmu.errors import OutputError
+
+    path = tmp_path / "out"
+    (path / "sub").mkdir(parents=True)
+    (path / "old.txt").write_text("old")
+    (path / "sub" / "old.txt").write_text("old too")
+    real_replace, made = os.replace, []
+
+    def replace(src, dst, **kw):
+        if made and Path(src) == made[0]:
+            raise failure
+        return real_replace(src, dst, **kw)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    with pytest.raises(OutputError if isinstance(failure, OSError) else KeyboardInterrupt) as exc:
+        with files.atomic_directory(path) as tmp:
+            made.append(tmp)
+            (tmp / "new.txt").write_text("new")
+    if isinstance(failure, OSError):
+        assert str(path) in str(exc.value) and "No space left" in str(exc.value)
+    assert _tree(path) == {"old.txt": "old", "sub/old.txt": "old too"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
