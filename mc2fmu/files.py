@@ -11,6 +11,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,12 +21,31 @@ from typing import Any
 from .errors import OutputError
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it: on Linux from the ``Umask:`` line of
+    ``/proc/self/status`` (Python 3.11 has no ``os.getumask``).  Only where that is unavailable
+    is it set and restored, under a lock; a file another thread creates in that instant is
+    owner-only, never wider than it should be."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        umask = os.umask(0o077)  # the owner-only mask while it is changed: nothing is made wider
+        os.umask(umask)
+    return umask
+
+
 def give_default_mode(path: Path) -> None:
     """The mode a plain ``open``/``mkdir`` would have given: ``mkstemp``/``mkdtemp`` make
     their files owner-only, which would carry over to the output moved into place."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
+    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~current_umask())
 
 
 @contextmanager

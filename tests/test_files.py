@@ -202,3 +202,63 @@ def test_an_atomic_directory_keeps_the_old_content_when_the_new_cannot_be_moved_
         assert str(path) in str(exc.value) and "No space left" in str(exc.value)
     assert _tree(path) == {"old.txt": "old", "sub/old.txt": "old too"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+# ---------------------------------------------------------------------------- output modes
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the umask from /proc on Linux")
+def test_default_modes_come_from_the_umask_without_changing_it(tmp_path, monkeypatch):
+    """Outputs get the mode a plain open/mkdir gives (umask 027: 640 and 750), and the
+    process's umask is never changed to learn it (for a moment it used to be 0, so a file
+    another thread created then was world-writable)."""
+    import stat
+    import tempfile
+
+    from mc2fmu.files import atomic_directory, atomic_output, give_default_mode
+
+    before = os.umask(0o027)
+    try:
+        real_umask, calls = os.umask, []
+
+        def umask(mask):
+            calls.append(mask)
+            return real_umask(mask)
+
+        monkeypatch.setattr(os, "umask", umask)
+        fd, f = tempfile.mkstemp(dir=tmp_path)
+        os.close(fd)
+        d = Path(tempfile.mkdtemp(dir=tmp_path))
+        give_default_mode(Path(f))
+        give_default_mode(d)
+        with atomic_output(tmp_path / "out.txt") as tmp:
+            tmp.write_text("x")
+        with atomic_directory(tmp_path / "out") as tmp:
+            (tmp / "a").write_text("a")
+        monkeypatch.undo()
+        assert calls == []
+        assert os.umask(0o027) == 0o027  # unchanged
+    finally:
+        os.umask(before)
+    for path, mode in ((f, 0o640), (d, 0o750), (tmp_path / "out.txt", 0o640), (tmp_path / "out", 0o750)):
+        assert stat.S_IMODE(os.stat(path).st_mode) == mode, path
+
+
+def test_default_modes_without_proc(tmp_path, monkeypatch):
+    """Where /proc cannot be read the umask is still found (and left as it was)."""
+    import stat
+
+    import mc2fmu.files as files
+
+    def no_proc(*args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", args[0] if args else "")
+
+    monkeypatch.setattr(files, "open", no_proc, raising=False)
+    before = os.umask(0o027)
+    try:
+        with files.atomic_output(tmp_path / "out.txt") as tmp:
+            tmp.write_text("x")
+        assert os.umask(0o027) == 0o027
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(os.stat(tmp_path / "out.txt").st_mode) == 0o640
