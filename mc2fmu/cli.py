@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", metavar="RUN", nargs="+", help="reference pose export(s): initial state, inputs, expected poses")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     p.add_argument("--report", metavar="DIR", help="write PNG plots and index.html into DIR")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                   help="stop a run whose simulation has not ended after SECONDS (wall time; e.g. an FMU that hangs), "
+                        "killing the FMU's process, with an error (default: 60 s + 100 x the run's simulated length)")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser(
@@ -600,13 +603,24 @@ def _print_validation(result: dict) -> None:
         print(f"  report: {result['report']}")
 
 
+def _seconds(text: str) -> float:
+    """An option's number of seconds: finite and > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     import json
 
     from .files import json_safe
     from .validation.validate import validate_fmu
 
-    result = validate_fmu(args.fmu, args.mechanism, args.runs, args.report)
+    result = validate_fmu(args.fmu, args.mechanism, args.runs, args.report, timeout=args.timeout)
     if args.json:
         print(json.dumps(json_safe(result), indent=2))
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,22 +69,47 @@ def simulate(fmu: str, t: np.ndarray, u: np.ndarray, input_names: list[str], sta
     return {"time": times, "outputs": outputs, "messages": messages, "wall_time": wall, "error": error}
 
 
+def child_command(request: Path, result: Path) -> list[str]:
+    """The FMU's process: this module run as a script on a request, writing a result."""
+    return [sys.executable, "-m", "mc2fmu.fmu.runner", str(request), str(result)]
+
+
+def run_child(cmd: list[str], timeout: float | None) -> tuple[int, str, str]:
+    """``(exit code, stdout, stderr)`` of ``cmd``, run in a process group (session) of its own.
+    If it has not ended after ``timeout`` seconds (or this process is interrupted), the whole
+    group is killed, the child is reaped, and :class:`subprocess.TimeoutExpired` (or the
+    interrupt) is raised: neither it nor a process it started is left behind."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the session's leader and every process it started
+        except (AttributeError, OSError):  # no process groups (Windows), or the group has ended
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        raise
+    return proc.returncode, out, err
+
+
 def run_in_subprocess(fmu: str | os.PathLike, t: np.ndarray, u: np.ndarray, input_names: list[str],
                       start_values: dict[str, float], output_names: list[str],
                       output_interval: float | None = None, timeout: float | None = None) -> dict[str, Any]:
-    """:func:`simulate` in a fresh ``python`` process."""
+    """:func:`simulate` in a fresh ``python`` process; :class:`subprocess.TimeoutExpired` if it
+    takes longer than ``timeout`` seconds (the process is killed: :func:`run_child`)."""
     with tempfile.TemporaryDirectory(prefix="mc2fmu-run-") as tmp:
         req, out = Path(tmp) / "request.npz", Path(tmp) / "result.npz"
         spec = {"fmu": str(Path(fmu).resolve()), "input_names": list(input_names), "start_values": start_values,
                 "output_names": list(output_names), "output_interval": output_interval}
         np.savez(req, t=np.asarray(t, dtype=np.float64), u=np.asarray(u, dtype=np.float64).reshape(len(t), -1),
                  spec=np.array(json.dumps(spec)))
-        proc = subprocess.run([sys.executable, "-m", "mc2fmu.fmu.runner", str(req), str(out)],
-                              capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0 or not out.exists():
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        code, stdout, stderr = run_child(child_command(req, out), timeout)
+        if code != 0 or not out.exists():
+            tail = "\n".join((stderr or stdout).strip().splitlines()[-5:])
             return {"time": np.zeros(0), "outputs": np.zeros((0, len(output_names))), "messages": [], "wall_time": 0.0,
-                    "error": f"the FMU's process ended with exit code {proc.returncode}: {tail}"}
+                    "error": f"the FMU's process ended with exit code {code}: {tail}"}
         with np.load(out) as r:
             info = json.loads(str(r["info"]))
             return {"time": r["time"], "outputs": r["outputs"], **info}

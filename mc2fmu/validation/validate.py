@@ -7,7 +7,8 @@ artifact the FMU carries under ``resources/model/``), at the run's sample step. 
 run: position NRMSE, maximum position and rotation errors, whether the FMU reached the stop
 time, when the envelope flag rose, when the error first exceeded 10 % (:data:`BIG_ERROR`, of
 the position spread, as in the NRMSE), the wall time.  ``fmpy validate``'s problems with the
-model description are reported too.
+model description are reported too.  A run whose simulation has not ended within its time
+limit (:func:`run_timeout`; ``--timeout``) is an error: the FMU's process is killed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,15 @@ from .metrics import BIG_ERROR
 
 log = logging.getLogger(__name__)
 
+#: the default time limit of one run's simulation (wall time, s): this plus this many times the
+#: run's simulated length; generous, it is there to stop an FMU that hangs, not a slow one
+TIMEOUT_BASE, TIMEOUT_PER_SIMULATED_SECOND = 60.0, 100.0
+TIMEOUT_HELP = f"the default is {TIMEOUT_BASE:g} s + {TIMEOUT_PER_SIMULATED_SECOND:g} x the run's simulated length"
+
+
+def run_timeout(duration: float, timeout: float | None = None) -> float:
+    """The time limit of simulating a run ``duration`` s long: ``timeout``, or the default."""
+    return float(timeout) if timeout is not None else TIMEOUT_BASE + TIMEOUT_PER_SIMULATED_SECOND * max(duration, 0.0)
 
 
 def fmu_artifact(path: Path) -> ModelArtifact:
@@ -64,7 +75,14 @@ def validate_run(fmu: str | os.PathLike, art: ModelArtifact, mechanism, run_path
     start |= {f"qd_start[{i + 1}]": float(qd0[i]) for i in range(art.dof)}
     bodies = art.mechanism.body_names
     outputs = quaternion_outputs(bodies) + [f"q[{i + 1}]" for i in range(art.dof)] + ["envelope"]
-    res = run_in_subprocess(fmu, run.t, run.u, art.mechanism.input_names, start, outputs, art.dt, timeout)
+    duration = float(run.t[-1] - run.t[0])
+    limit = run_timeout(duration, timeout)
+    try:
+        res = run_in_subprocess(fmu, run.t, run.u, art.mechanism.input_names, start, outputs, art.dt, limit)
+    except subprocess.TimeoutExpired:
+        raise ValidationError(f"{fmu}: run {run_path}: the FMU's simulation ({duration:g} s simulated) had not ended "
+                              f"after {limit:g} s and was stopped; if it is only slow, allow it more with "
+                              f"--timeout SECONDS ({TIMEOUT_HELP})") from None
     n_b, n = len(bodies), len(res["time"])
     out = res["outputs"]
     poses = out[:, : 7 * n_b].reshape(n, n_b, 7) if n else np.zeros((0, n_b, 7))
@@ -103,8 +121,12 @@ def validate_run(fmu: str | os.PathLike, art: ModelArtifact, mechanism, run_path
 
 
 def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_paths: list[str],
-                 report_dir: str | os.PathLike | None = None, progress=None) -> dict[str, Any]:
-    """``mc2fmu validate``: fmpy's model-description check plus a simulation per run."""
+                 report_dir: str | os.PathLike | None = None, progress=None,
+                 timeout: float | None = None) -> dict[str, Any]:
+    """``mc2fmu validate``: fmpy's model-description check plus a simulation per run, each
+    stopped with a :class:`ValidationError` after ``timeout`` s (None: :func:`run_timeout`)."""
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise ValidationError(f"--timeout {timeout!r}: the time limit must be a number of seconds > 0")
     from fmpy.validation import validate_fmu as fmpy_validate
 
     from ..mechanics.mechanism import load_mechanism
@@ -116,7 +138,7 @@ def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_
     problems = [str(p) for p in fmpy_validate(str(path))]
     runs = []
     for k, rp in enumerate(run_paths):
-        runs.append(validate_run(path, art, mech, rp))
+        runs.append(validate_run(path, art, mech, rp, timeout))
         if progress:
             progress(k + 1, len(run_paths), runs[-1]["summary"])
     result = {"fmu": str(path), "model_description_problems": problems, "runs": [r["summary"] for r in runs]}
