@@ -15,6 +15,24 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def see_running_site_packages(py: Path) -> None:
+    """Let the virtual environment of ``py`` import what the running interpreter has installed:
+    a ``.pth`` file in its site-packages lists the running environment's site-packages (and the
+    user's, if enabled).  ``system_site_packages=True`` is not that: it gives the base
+    interpreter's, which inside a virtual environment lack the dependencies.  The listed
+    folders' own ``.pth`` files are not run, so an editable mc2fmu there stays invisible."""
+    import site
+
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    code = "import sysconfig; print(sysconfig.get_path('purelib')); print(sysconfig.get_path('platlib'))"
+    own = set(subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True).stdout.split("\n"))
+    for target in sorted(p for p in own if p):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        (Path(target) / "_running_site_packages.pth").write_text("".join(f"{f}\n" for f in folders if Path(f).is_dir()))
+
+
 @pytest.mark.slow
 def test_wheel_install_exports_and_validates_fmus(tmp_path, reference_run):
     from mc2fmu.pipeline import train
@@ -36,8 +54,9 @@ def test_wheel_install_exports_and_validates_fmus(tmp_path, reference_run):
 
     # a venv that sees the installed dependencies but gets its own, non-editable mc2fmu
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    venv.create(env_dir, with_pip=False)
     py = env_dir / "bin" / "python"
+    see_running_site_packages(py)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
                    check=True, capture_output=True, text=True)
     code = ("import json, sys, mc2fmu, mc2fmu.fmu.common as c\n"
