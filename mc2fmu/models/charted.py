@@ -186,10 +186,18 @@ class LocalPcaModel(_Charted):
             raise ValueError(f"state's cluster {s[0]!r} is not one of 0..{k - 1}")
         return LocalState(i, s[1 : 1 + r], s[1 + r : 1 + 2 * r], s[1 + 2 * r :])
 
+    def start_state(self, q0, qd0, u0) -> LocalState:
+        """The ROM state the chart reads as ``(q0, qd0)``, in the cluster nearest ``decode(q0)``
+        (:meth:`LocalLinearModel.chart_state`): :meth:`observe` of it gives ``(q0, qd0)`` back,
+        so the first ``q``, ``qd`` of a run start the same run again."""
+        q0 = np.asarray(q0, dtype=np.float64).reshape(self.dof)
+        x, J, _ = self.chart.decode_jh(q0[None])
+        return self.rom.chart_state(x[0], J[0], q0, np.asarray(qd0, dtype=np.float64).reshape(self.dof),
+                                    np.asarray(u0, dtype=np.float64).reshape(self.n_u),
+                                    lambda x: self.chart.encode(x[None])[0], self.angles)
+
     def start(self, q0, qd0, u0) -> np.ndarray:
-        x, J, _ = self.chart.decode_jh(np.asarray(q0, dtype=np.float64).reshape(1, self.dof))
-        xd = J[0] @ np.asarray(qd0, dtype=np.float64).reshape(self.dof)
-        return self._pack(self.rom.initial_state(x[0], xd, np.asarray(u0, dtype=np.float64).reshape(self.n_u)))
+        return self._pack(self.start_state(q0, qd0, u0))
 
     def advance(self, s: np.ndarray, u: np.ndarray) -> np.ndarray:
         return self._pack(self.rom.step(self._unpack(s), np.asarray(u, dtype=np.float64).reshape(self.n_u)))

@@ -20,11 +20,13 @@ springs' energy at the centroid) plus gravity's, which is exactly linear in ``x`
 (the paper keeps gravity with the external forces; a switch that preserved the springs'
 energy alone would let a pendulum gain or lose its height at every switch).
 
-The state is ``(cluster, q, qd, qdd)``.  A step (Algorithm 1) picks the cluster whose centroid
-is nearest the current position (eq. 22); on a change it projects the state into the new
-basis (:func:`switch`: positions keeping the potential energy, velocities keeping the
-kinetic energy, both keeping their part in the subspace common to the two bases, eqs.
-23-31), then advances with the explicit second-order scheme of eqs. 35-38.
+The state is ``(cluster, q, qd, qdd)``; a model read through a chart starts in the state the
+chart reads as its start values (:meth:`LocalLinearModel.chart_state`).  A step (Algorithm
+1) picks the cluster whose centroid is nearest the current position (eq. 22); on a change it
+projects the state into the new basis (:func:`switch`: positions keeping the potential
+energy, velocities keeping the kinetic energy, both keeping their part in the subspace
+common to the two bases, eqs. 23-31), then advances with the explicit second-order scheme of
+eqs. 35-38.
 
 The module needs numpy only (its root finder is :func:`brent`, not scipy's): the python FMU
 backend inserts its source into the FMU's slave script, so the FMU runs this very code.
@@ -43,6 +45,10 @@ if TYPE_CHECKING:  # only a type: the slave script has no mc2fmu to import
 
 #: singular values of ``V_prev^T V`` above ``1 - eps`` span the common subspace (eq. 26)
 DEFAULT_EPS = 1e-3
+
+#: the start's secant (Broyden) iterations at most, and the residual of the chart's reading it
+#: must reach (relative to ``max(1, |q0|)``) to be used instead of the projection
+START_ITERATIONS, START_TOLERANCE = 50, 1e-10
 
 
 def brent(f, a: float, b: float, *, xtol: float = 1e-300, rtol: float = 4 * 2.220446049250313e-16,
@@ -303,6 +309,61 @@ class LocalLinearModel:
         q, qd = self.project(i, x0), self.bases[i].T @ xd0
         return LocalState(i, q, qd, self.acceleration(i, q, qd, np.asarray(u0, dtype=np.float64)))
 
+    def chart_state(self, x0: np.ndarray, J0: np.ndarray, q0: np.ndarray, qd0: np.ndarray, u0: np.ndarray,
+                    encode, angles) -> LocalState:
+        """The start of a model whose coordinates a chart reads (``q = encode(x)``, ``qd`` the
+        least-squares solution of ``J(q) qd = xd``; :class:`~mc2fmu.models.charted.LocalPcaModel`):
+        in the cluster ``i`` nearest ``x0 = decode(q0)``, the state the chart reads as ``(q0, qd0)``.
+
+        ``J0`` (n, m) is the decoder's Jacobian at ``q0``, ``encode`` maps ``x`` (n,) to ``q``
+        (m,), ``angles`` (m,) marks angle coordinates (read modulo a turn).  Cluster ``i``'s
+        directions read as ``A = (J0^T J0)^-1 J0^T V_i`` (m, r).  The velocity solves
+        ``A qd = qd0`` (the least change of the projection ``V_i^T J0 qd0``: the same when
+        ``r = m``); the position solves ``encode(V_i q + mu_i) = q0`` from the projection
+        ``V_i^T (x0 - mu_i)`` by Broyden's secant method (least-change steps, ``A`` the first
+        Jacobian; it needs no derivative of the encoder), while the residual falls.
+
+        The projection of ``(x0, J0 qd0)`` (:meth:`initial_state`) reads as another ``(q, qd)``:
+        ``x0`` lies off the cluster's plane (the chord's sagitta, the decoder's own error) and
+        the encoder reads the projected point elsewhere, so a run's first ``(q, qd)`` would not
+        start the same run again.  When the reading is out of reach (fewer modes than
+        coordinates, or no residual within ``START_TOLERANCE``) the position is the projection.
+        """
+        i = self.nearest(x0)
+        V, mu = self.bases[i], self.centroids[i]
+        q0, qd0 = np.asarray(q0, dtype=np.float64), np.asarray(qd0, dtype=np.float64)
+        q_p, qd_p = self.project(i, x0), V.T @ (J0 @ qd0)
+        q, qd, m = q_p, qd_p, len(q0)
+        if self.r >= m:
+            A = np.linalg.solve(J0.T @ J0, J0.T @ V)
+            qd = qd_p + A.T @ np.linalg.solve(A @ A.T, qd0 - A @ qd_p)
+            turn = np.asarray(angles, dtype=bool)
+
+            def residual(z: np.ndarray) -> np.ndarray:
+                e = encode(V @ z + mu) - q0
+                return np.where(turn, e - 2.0 * np.pi * np.round(e / (2.0 * np.pi)), e)
+
+            z, e = q_p, residual(q_p)
+            f = float(e @ e)
+            for _ in range(START_ITERATIONS):
+                if not f > 0.0:
+                    break
+                try:
+                    dz = -(A.T @ np.linalg.solve(A @ A.T, e))
+                except np.linalg.LinAlgError:  # (C: a non-finite step, refused below)
+                    break
+                z_new = z + dz
+                e_new = residual(z_new)
+                f_new = float(e_new @ e_new)
+                dd = float(dz @ dz)
+                if not (f_new < f and dd > 0.0):
+                    break
+                A = A + np.outer(e_new - e - A @ dz, dz) / dd
+                z, e, f = z_new, e_new, f_new
+            if np.sqrt(f) <= START_TOLERANCE * max(1.0, float(np.abs(q0).max(initial=0.0))):
+                q = z
+        return LocalState(i, q, qd, self.acceleration(i, q, qd, np.asarray(u0, dtype=np.float64)))
+
     def step(self, s: LocalState, u: np.ndarray) -> LocalState:
         """One step of Algorithm 1 with the input ``u`` held over it."""
         j = self.nearest(self.decode(s.cluster, s.q))
@@ -314,13 +375,18 @@ class LocalLinearModel:
         return LocalState(j, q, qd, qdd)
 
     def rollout(self, x0: np.ndarray, xd0: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
-        """Simulate from ``(x0, xd0)`` on the inputs ``u`` (n_t, n_u); step ``k -> k+1`` holds
+        """Simulate from ``(x0, xd0)`` (:meth:`initial_state`) on the inputs ``u`` (n_t, n_u):
+        :meth:`rollout_from` that state."""
+        u = np.asarray(u, dtype=np.float64).reshape(len(u), -1)
+        return self.rollout_from(self.initial_state(x0, xd0, u[0]), u)
+
+    def rollout_from(self, s: LocalState, u: np.ndarray) -> dict[str, np.ndarray]:
+        """Simulate from the state ``s`` on the inputs ``u`` (n_t, n_u); step ``k -> k+1`` holds
         ``u[k]``.  Returns ``x``, ``xd`` (n_t, n) and ``cluster`` (n_t,)."""
         u = np.asarray(u, dtype=np.float64).reshape(len(u), -1)
         n_t, n = len(u), self.centroids.shape[1]
         x, xd = np.full((n_t, n), np.nan), np.full((n_t, n), np.nan)
         cluster = np.full(n_t, -1)
-        s = self.initial_state(x0, xd0, u[0])
         for k in range(n_t):
             if k:
                 s = self.step(s, u[k - 1])

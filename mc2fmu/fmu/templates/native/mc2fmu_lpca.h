@@ -7,6 +7,9 @@
 
    - cluster i: centroid mu_i, orthonormal basis V_i (NX x R, row-major), x = V_i q + mu_i,
      M_i qdd + K_i q + c_i + D_i qd = V_i^T f(x, u), f = f_g + f_B u + sum_k u_k f_C[k] x;
+   - the start from q_start, qd_start: in the cluster nearest decode(q_start), the state the
+     chart reads as them (below: the outputs), so that an FMU reports its start values at its
+     start and a run's first q, qd start the same run again (LocalLinearModel.chart_state);
    - a step: the nearest centroid picks the cluster; on a change the state is projected into
      the new basis keeping the potential (springs' local quadratic plus gravity) and kinetic
      energies and the part in the subspace common to both bases; then eqs. 35-38;
@@ -547,20 +550,6 @@ static void mc2fmu_lpca_switch(mc2fmu_lstate *s, int j) {
     s->cluster = j;
 }
 
-/* the nearest cluster, x0 and xd0 projected into it, the acceleration of eq. 37 */
-static void mc2fmu_lpca_start(const double *x0, const double *xd0, const double *u, mc2fmu_lstate *s) {
-    double a[MC2FMU_NX];
-    const int i = mc2fmu_lpca_nearest(x0);
-    const double *mu = mc2fmu_lpca_centroids + (size_t)i * MC2FMU_NX;
-    int n;
-    memset(s, 0, sizeof *s);
-    s->cluster = i;
-    for (n = 0; n < MC2FMU_NX; n++) a[n] = x0[n] - mu[n];
-    mc2fmu_lpca_project_vec(i, a, s->q);
-    mc2fmu_lpca_project_vec(i, xd0, s->qd);
-    mc2fmu_lpca_acceleration(i, s->q, s->qd, u, s->qdd);
-}
-
 /* one step of Algorithm 1 with u held */
 static void mc2fmu_lpca_step(mc2fmu_lstate *s, const double *u, double dt) {
     double x[MC2FMU_NX], q[MC2FMU_RB], qdd[MC2FMU_RB];
@@ -671,4 +660,118 @@ static void mc2fmu_lpca_observe(const mc2fmu_lstate *s, const double *q_near, do
     mc2fmu_lpca_decode(s->cluster, s->q, x);
     mc2fmu_lpca_velocity(s->cluster, s->qd, xd);
     mc2fmu_chart_of(x, xd, q_near, q, qd);
+}
+
+/* ------------------------------------------------------------------ the start */
+
+/* e = encode(V_i z + mu_i) - q0, angle coordinates modulo a turn (as numpy: round half to even);
+   returns sum e^2 */
+static double mc2fmu_lpca_read_residual(int i, const double *z, const double *q0, double *e) {
+    double x[MC2FMU_NX], f = 0.0;
+    int k;
+    mc2fmu_lpca_decode(i, z, x);
+    mc2fmu_encode(x, e);
+    for (k = 0; k < MC2FMU_NQ; k++) {
+        e[k] -= q0[k];
+        if (mc2fmu_angle[k]) e[k] -= MC2FMU_TWO_PI * nearbyint(e[k] / MC2FMU_TWO_PI);
+        f += e[k] * e[k];
+    }
+    return f;
+}
+
+/* dz = A^T (A A^T)^-1 b: the least-change solution of A dz = b (A: NQ x R, row-major, R >= NQ) */
+static void mc2fmu_lpca_least_change(const double *A, const double *b, double *dz) {
+    double AA[MC2FMU_NQ2], y[MC2FMU_NQ];
+    int k, l, r;
+    for (k = 0; k < MC2FMU_NQ; k++)
+        for (l = 0; l < MC2FMU_NQ; l++) {
+            double t = 0.0;
+            for (r = 0; r < MC2FMU_R; r++) t += A[k * MC2FMU_R + r] * A[l * MC2FMU_R + r];
+            AA[k * MC2FMU_NQ + l] = t;
+        }
+    mc2fmu_cholesky_solve(AA, b, y);
+    for (r = 0; r < MC2FMU_R; r++) {
+        double t = 0.0;
+        for (k = 0; k < MC2FMU_NQ; k++) t += A[k * MC2FMU_R + r] * y[k];
+        dz[r] = t;
+    }
+}
+
+/* the state the chart reads as (q0, qd0) in the cluster nearest x0 = decode(q0), and the
+   acceleration of eq. 37 (local_linear.LocalLinearModel.chart_state): the velocity solves
+   A qd = qd0 (A = (J0^T J0)^-1 J0^T V_i), the position encode(V_i z + mu_i) = q0 by Broyden's
+   method from the projection V_i^T (x0 - mu_i), while the residual falls; the projection when
+   that reading is out of reach */
+static void mc2fmu_lpca_start(const double *q0, const double *qd0, const double *u, mc2fmu_lstate *s) {
+    double x0[MC2FMU_NX], J[MC2FMU_NX * MC2FMU_NQ], a[MC2FMU_NX];
+    const double *V, *mu;
+    int i, n, k, r;
+    mc2fmu_decode_j(q0, x0, J);
+    i = mc2fmu_lpca_nearest(x0);
+    V = mc2fmu_lpca_V(i);
+    mu = mc2fmu_lpca_centroids + (size_t)i * MC2FMU_NX;
+    memset(s, 0, sizeof *s);
+    s->cluster = i;
+    for (n = 0; n < MC2FMU_NX; n++) {
+        double v = 0.0;
+        for (k = 0; k < MC2FMU_NQ; k++) v += J[n * MC2FMU_NQ + k] * qd0[k];
+        a[n] = v;
+    }
+    mc2fmu_lpca_project_vec(i, a, s->qd); /* V^T J0 qd0 */
+    for (n = 0; n < MC2FMU_NX; n++) a[n] = x0[n] - mu[n];
+    mc2fmu_lpca_project_vec(i, a, s->q); /* V^T (x0 - mu) */
+    if (MC2FMU_R >= MC2FMU_NQ) {
+        double JTJ[MC2FMU_NQ2], A[MC2FMU_NQ * MC2FMU_RB], col[MC2FMU_NQ], y[MC2FMU_NQ], b[MC2FMU_NQ];
+        double z[MC2FMU_RB], dz[MC2FMU_RB], zn[MC2FMU_RB], e[MC2FMU_NQ], en[MC2FMU_NQ], f, tol = 1.0;
+        int l, it;
+        for (k = 0; k < MC2FMU_NQ; k++)
+            for (l = 0; l < MC2FMU_NQ; l++) {
+                double t = 0.0;
+                for (n = 0; n < MC2FMU_NX; n++) t += J[n * MC2FMU_NQ + k] * J[n * MC2FMU_NQ + l];
+                JTJ[k * MC2FMU_NQ + l] = t;
+            }
+        for (r = 0; r < MC2FMU_R; r++) { /* A's column r: (J0^T J0)^-1 J0^T V e_r */
+            for (k = 0; k < MC2FMU_NQ; k++) {
+                double t = 0.0;
+                for (n = 0; n < MC2FMU_NX; n++) t += J[n * MC2FMU_NQ + k] * V[n * MC2FMU_R + r];
+                col[k] = t;
+            }
+            mc2fmu_cholesky_solve(JTJ, col, y);
+            for (k = 0; k < MC2FMU_NQ; k++) A[k * MC2FMU_R + r] = y[k];
+        }
+        /* the velocity: qd = qd_p + A^T (A A^T)^-1 (qd0 - A qd_p) */
+        for (k = 0; k < MC2FMU_NQ; k++) {
+            double t = 0.0;
+            for (r = 0; r < MC2FMU_R; r++) t += A[k * MC2FMU_R + r] * s->qd[r];
+            b[k] = qd0[k] - t;
+        }
+        mc2fmu_lpca_least_change(A, b, dz);
+        for (r = 0; r < MC2FMU_R; r++) s->qd[r] += dz[r];
+        /* the position: Broyden from the projection */
+        for (r = 0; r < MC2FMU_R; r++) z[r] = s->q[r];
+        f = mc2fmu_lpca_read_residual(i, z, q0, e);
+        for (it = 0; it < MC2FMU_LPCA_START_ITERATIONS; it++) {
+            double fn, dd = 0.0;
+            if (!(f > 0.0)) break;
+            mc2fmu_lpca_least_change(A, e, dz);
+            for (r = 0; r < MC2FMU_R; r++) {
+                dz[r] = -dz[r];
+                zn[r] = z[r] + dz[r];
+                dd += dz[r] * dz[r];
+            }
+            fn = mc2fmu_lpca_read_residual(i, zn, q0, en);
+            if (!(fn < f && dd > 0.0)) break;
+            for (k = 0; k < MC2FMU_NQ; k++) { /* A += (en - e - A dz) dz^T / dd */
+                double t = en[k] - e[k];
+                for (r = 0; r < MC2FMU_R; r++) t -= A[k * MC2FMU_R + r] * dz[r];
+                for (r = 0; r < MC2FMU_R; r++) A[k * MC2FMU_R + r] += t * dz[r] / dd;
+            }
+            memcpy(z, zn, sizeof z);
+            memcpy(e, en, sizeof e);
+            f = fn;
+        }
+        for (k = 0; k < MC2FMU_NQ; k++) tol = fmax(tol, fabs(q0[k]));
+        if (sqrt(f) <= MC2FMU_LPCA_START_TOLERANCE * tol) memcpy(s->q, z, sizeof s->q);
+    }
+    mc2fmu_lpca_acceleration(i, s->q, s->qd, u, s->qdd);
 }

@@ -436,16 +436,9 @@ static void mc2fmu_prime(mc2fmu_core *c) {
         c->s.hist[1][i] = c->s.hist[2][i] = c->s.q_start[i];
         c->s.hqd[0][i] = c->s.hqd[1][i] = c->s.qd_start[i];
     }
-#elif MC2FMU_LPCA /* the start projected into the nearest cluster, read through the chart */
-    double x[MC2FMU_NX], xd[MC2FMU_NX], J[MC2FMU_NX * MC2FMU_NQ];
-    int i, n;
-    mc2fmu_decode_j(c->s.q_start, x, J);
-    for (n = 0; n < MC2FMU_NX; n++) {
-        double v = 0.0;
-        for (i = 0; i < MC2FMU_NQ; i++) v += J[n * MC2FMU_NQ + i] * c->s.qd_start[i];
-        xd[n] = v;
-    }
-    mc2fmu_lpca_start(x, xd, c->s.u, &c->s.rom);
+#elif MC2FMU_LPCA /* the state the chart reads as the start values, and that reading */
+    int i;
+    mc2fmu_lpca_start(c->s.q_start, c->s.qd_start, c->s.u, &c->s.rom);
     mc2fmu_lpca_observe(&c->s.rom, c->s.q_start, c->s.hx[1], c->s.hxd[1], c->s.hist[2], c->s.hqd[1]);
     memcpy(c->s.hx[0], c->s.hx[1], sizeof c->s.hx[0]);
     memcpy(c->s.hxd[0], c->s.hxd[1], sizeof c->s.hxd[0]);
@@ -1001,16 +994,16 @@ void mc2fmu_selftest_node(const double *q, const double *qd, const double *u, do
 #endif
 
 #if MC2FMU_LPCA
-/* the local-PCA ROM from one state: the start from (x0, xd0), one step of Algorithm 1 (a switch
+/* the local-PCA ROM from one state: the start from (q0, qd0), one step of Algorithm 1 (a switch
    when `cluster` is not the nearest) and the chart's reading of the result */
 #if defined(__GNUC__)
 __attribute__((visibility("default")))
 #endif
-void mc2fmu_selftest_lpca(const double *x0, const double *xd0, const double *u, int cluster, const double *q,
+void mc2fmu_selftest_lpca(const double *q0, const double *qd0, const double *u, int cluster, const double *q,
                           const double *qd, const double *qdd, double *start, double *next, double *observed) {
     mc2fmu_lstate s;
     double x[MC2FMU_NX], xd[MC2FMU_NX];
-    mc2fmu_lpca_start(x0, xd0, u, &s);
+    mc2fmu_lpca_start(q0, qd0, u, &s);
     start[0] = s.cluster;
     memcpy(start + 1, s.q, sizeof s.q);
     memcpy(start + 1 + MC2FMU_R, s.qd, sizeof s.qd);
