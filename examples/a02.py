@@ -6,7 +6,7 @@ four-bars in series, 1 DOF, gravity -y, no input.  At t = 0 the cranks are verti
 coupler moves at 1 m/s in +x.  The chain turns full revolutions and passes through the
 singular configuration where all bars are collinear (the DOF jump from 1 to N + 1 for an
 instant).  The benchmark's reference is the path of point B0 (the first crank's tip) by
-ADAMS, ``../shared/reference/iftomm_a02_B0_adams.txt`` (every 0.05 s over 20 s).
+ADAMS, ``examples/a02/adams_B0.csv`` (every 0.05 s over 20 s, as published with the benchmark).
 
     python -m examples.a02 [--n 40] [--step 1e-4] [--out DIR]
 
@@ -33,8 +33,8 @@ import numpy as np
 G = 9.81
 L = 1.0
 MASS = 1.0
-#: the benchmark's published ADAMS solution (shared reference data beside the project folder)
-ADAMS_FILE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "iftomm_a02_B0_adams.txt"
+#: the benchmark's published ADAMS solution of point B0 (time, x, y every 0.05 s over 20 s)
+ADAMS_FILE = Path(__file__).resolve().parent / "a02" / "adams_B0.csv"
 
 
 def body_names(n: int) -> list[str]:
@@ -51,18 +51,8 @@ def mechanism(n: int = 40) -> dict:
 
 
 def read_adams(path: Path = ADAMS_FILE) -> np.ndarray:
-    """``(t, x, y)`` rows of B0 from the published ADAMS output (its numeric 9-column rows)."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: the A02 reference is not there (it comes with ../shared/reference)")
-    rows = []
-    for line in path.read_text(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) == 9:
-            try:
-                rows.append([float(p) for p in parts[:3]])
-            except ValueError:
-                continue
-    return np.array(rows)
+    """``(t, x, y)`` rows of B0 from the published ADAMS solution (CSV, ``#`` comments, a header)."""
+    return np.loadtxt(path, delimiter=",", comments="#", skiprows=4)
 
 
 def simulate(n: int = 40, t_end: float = 20.0, step: float = 1e-4, output_step: float = 5e-3) -> dict:

@@ -309,7 +309,7 @@ the --validate runs.  The training options are those of `mc2fmu train`.
 
 example:
   mc2fmu convert examples/four_bar/mechanism.toml examples/four_bar/runs/train.csv.gz \\
-      --dof 1 --validate examples/four_bar/runs/low.csv.gz -o out/four_bar.fmu
+      --validate examples/four_bar/runs/low.csv.gz -o out/four_bar.fmu
 """
 
 DEMO_HELP = """\
@@ -324,11 +324,12 @@ TRAIN_HELP = """\
 Learn the mechanism's minimal coordinates q and its reduced ODE
 M_m(q) qdd = J^T f(h_d(q), u) - G_m(q)[qd, qd] from natural-coordinate data.
 
-Two modes (--dof auto estimates N from the data and prints the evidence; see
-`mc2fmu estimate-dof`):
-  --dof N                 unknown coordinates: a full autoencoder learns h_e: x -> q and
+The number of minimal coordinates N is estimated from the data by default (--dof auto:
+the evidence is printed, and data that cannot decide it is refused with the reason; see
+`mc2fmu estimate-dof`), or given with --dof N.  Two modes:
+  [--dof N]               unknown coordinates: a full autoencoder learns h_e: x -> q and
                           h_d: q -> x (the paper's section 4.2.1)
-  --dof N --coords C,...  known coordinates: q are the named pose columns (positions
+  --coords C,...          known coordinates: q are the named pose columns (positions
                           <body>.x|y|z or rotation entries <body>.R11..R33); only h_d is
                           trained (section 4.2.2)
 
@@ -349,8 +350,8 @@ arrays.npz (the model's arrays) and resources/ (the model's ONNX graphs).
 --reducer picks the model family (registered reducers: see the option's choices).
 
 examples:
-  mc2fmu train examples/four_bar/mechanism.toml examples/four_bar/runs/train.csv.gz --dof 1 -o out/four_bar
-  mc2fmu train examples/two_bar/mechanism.toml examples/two_bar/runs/train.csv.gz --dof 2 \\
+  mc2fmu train examples/four_bar/mechanism.toml examples/four_bar/runs/train.csv.gz -o out/four_bar
+  mc2fmu train examples/two_bar/mechanism.toml examples/two_bar/runs/train.csv.gz \\
       --coords base1.y,base2.y --hidden 64,64 -o out/two_bar
 """
 
@@ -673,8 +674,13 @@ _TERM_NAMES = {"rec": "reconstruction", "dyn": "dynamics", "vel": "velocity", "a
 
 
 class _progress_bar:
-    """A tqdm bar fed by training progress entries (epochs, losses, time left); it appears at
-    the first entry, so stages before training (e.g. `demo`'s simulations) do not count."""
+    """A status line fed by training progress entries; it appears at the first entry, so
+    stages before training (e.g. `demo`'s simulations) do not count.
+
+    It shows no time left: L-BFGS stops when its stopping rule holds, rarely at the iteration
+    cap, so the line shows what the rule watches instead, the best validation loss and how far
+    it fell over the rule's window (the run stops when that is under --lbfgs-tol, or when the
+    loss reaches --lbfgs-floor)."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
@@ -687,18 +693,8 @@ class _progress_bar:
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=1000, unit="", bar_format="{l_bar}{bar}| {elapsed}<{remaining}{postfix}",
-                            desc="training", file=sys.stderr)
-        self.bar.n = int(1000 * e["done"])
-        terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
-        parts = [f"{e.get('stage', '')} {e.get('iter', '')}".strip()]
-        if e.get("triplets"):  # L-BFGS's share of the training triplets
-            parts[0] += f" on {e['triplets']} triplets"
-        if e.get("loss") is not None:
-            parts.append(f"loss {e['loss']:.2e}" + (f" ({terms})" if terms else ""))
-        if e.get("val") is not None:
-            parts.append(f"val {e['val']:.2e}")
-        self.bar.set_postfix_str(" ".join(parts))
+            self.bar = tqdm(total=None, bar_format="{desc} {elapsed} | {postfix}", desc="training", file=sys.stderr)
+        self.bar.set_postfix_str(progress_line(e), refresh=True)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -708,6 +704,31 @@ class _progress_bar:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def progress_line(e: dict) -> str:
+    """The status line of a training progress entry: the stage and its iteration, the losses
+    and, for L-BFGS, what its stopping rule watches."""
+    head = f"{e.get('stage', '')} {e.get('iter', '')}".strip()
+    if e.get("triplets"):  # L-BFGS's share of the training triplets
+        head += f" on {e['triplets']} triplets"
+    parts = [head]
+    terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
+    if e.get("loss") is not None:
+        parts.append(f"loss {e['loss']:.2e}" + (f" ({terms})" if terms else ""))
+    if "window" in e and e.get("best_val") is not None:  # L-BFGS: what its stopping rule watches
+        rule = f"best val {e['best_val']:.2e}"
+        if e.get("floor"):
+            rule += f" (stops at {e['floor']:.0e})"
+        fall = e.get("fall")
+        if fall is not None:
+            rule += f", fell {100 * fall:.1f} % over the last {e['window']} it"
+            if e.get("tol"):
+                rule += f" (stops under {100 * e['tol']:.0f} %)"
+        parts.append(rule)
+    elif e.get("val") is not None:
+        parts.append(f"val {e['val']:.2e}")
+    return " | ".join(parts)
 
 
 class _CliLogFormatter(logging.Formatter):

@@ -54,7 +54,7 @@ def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.Pa
         raise TrainingError(f"{ckpt.path}: an interrupted training of {out_dir} left this checkpoint; "
                             f"add --resume to continue it, or delete it to start over")
     dataset = load_training_data(mechanism, runs)
-    if getattr(config, "dof", None) == "auto":
+    if getattr(config, "dof", None) == "auto" and not getattr(config, "from_model", ""):  # --from: the model's
         config = dataclasses.replace(config, dof=resolve_dof(dataset, getattr(config, "coords", ()), notify))
         config.validate()
     art = entry.load().fit(dataset, config, progress=progress, checkpoint=ckpt)

@@ -22,7 +22,9 @@ def _opt(flag: str, help: str, **kw) -> dict:
 def dof_field():
     from .autoencoder.config import dof_value
 
-    return field(metadata=_opt("--dof", "number of minimal coordinates, or auto", metavar="N|auto", parse=dof_value))
+    return field(default="auto", metadata=_opt(
+        "--dof", "number of minimal coordinates, or auto (default: estimated from the data; with --from, the "
+        "model's)", metavar="N|auto", parse=dof_value))
 
 
 def coords_field():

@@ -99,9 +99,10 @@ AUTO_LBFGS_SUBSET = 4
 
 @dataclass(frozen=True)
 class TrainConfig:
-    dof: int | str = field(metadata=_opt(
-        "--dof", "number of minimal coordinates (the mechanism's DOF), or auto: estimated from the data, with the "
-        "evidence printed (see `mc2fmu estimate-dof`)", metavar="N|auto", parse=dof_value))
+    dof: int | str = field(default="auto", metadata=_opt(
+        "--dof", "number of minimal coordinates (the mechanism's DOF), or auto (default): estimated from the data, "
+        "with the evidence printed, one per --coords column when those are given; a run the data cannot decide is "
+        "refused with the reason (see `mc2fmu estimate-dof`)", metavar="N|auto", parse=dof_value))
     coords: tuple[str, ...] = field(default=(), metadata=_opt(
         "--coords", "known minimal coordinates: pose columns such as base1.y or crank.R11 (only the decoder is "
         "trained)", metavar="COL,...", parse=name_list))

@@ -545,19 +545,16 @@ class LossFunction:
 
 def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None = None,
           checkpoint: "Checkpointer | None" = None) -> TrainResult:
-    """Train a reduced model on a dataset; deterministic for a given seed.
+    """Train a reduced model on a dataset; deterministic for a given seed on one machine (the
+    float reductions of torch's CPU kernels may differ between CPUs).
 
     With ``checkpoint`` the training state is written to its file every ``checkpoint.every``
     seconds and on KeyboardInterrupt (then :class:`TrainingInterrupted` is raised), and with
-    ``checkpoint.resume`` training continues from that file.
+    ``checkpoint.resume`` training continues from that file.  The caller's torch random state
+    is left as it was.
     """
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
-            return _train(ds, cfg, progress, checkpoint)
-    finally:
-        torch.use_deterministic_algorithms(previous)
+    with torch.random.fork_rng(devices=[]):
+        return Training(ds, cfg, progress, checkpoint).run()
 
 
 #: 4: the L-BFGS of :mod:`.lbfgs` (its memory in ring buffers) with 200 pairs (3: torch's with 100,
@@ -591,20 +588,41 @@ def lbfgs_converged(history: list[dict], tol: float, floor: float = 0.0, window:
     and still falling.  Measured (defaults, learnt coordinates): the spatial four-bar stopped at 3220
     L-BFGS iterations instead of 3440 with the same errors, the four-bar at 1240 instead of
     1720 (training run 0.051 -> 0.034 %)."""
-    runs = [(e["iter"], e.get("val_fit", e["val"])) for e in history if e["stage"] == "lbfgs"]
-    if not runs:
+    bests = _window_bests(history, window)
+    if bests is None:
         return False
-    best_now = min(v for _, v in runs)
+    best_now, best_then = bests
     if floor > 0 and best_now <= floor:
         return True
-    if tol <= 0 or runs[-1][0] < window:
+    if tol <= 0 or best_then is None:
         return False
+    return best_now > (1.0 - tol) * best_then
+
+
+def _window_bests(history: list[dict], window: int) -> tuple[float, float | None] | None:
+    """The best validation loss of the fit over all L-BFGS records and over those at least
+    ``window`` iterations before the last (None: no such records)."""
+    runs = [(e["iter"], e.get("val_fit", e["val"])) for e in history if e["stage"] == "lbfgs"]
+    if not runs:
+        return None
+    best_now = min(v for _, v in runs)
     last = runs[-1][0]
     before = [v for it, v in runs if it <= last - window]
-    if not before:
-        return False
-    best_then = min(before)
-    return best_now > (1.0 - tol) * best_then
+    return best_now, (min(before) if last >= window and before else None)
+
+
+def lbfgs_fall(history: list[dict], window: int = LBFGS_WINDOW) -> float | None:
+    """How far the best validation loss of the fit fell over the last ``window`` iterations, as
+    a fraction, on the L-BFGS records of the last record's share: what :func:`lbfgs_converged`
+    compares with ``--lbfgs-tol`` (None before a whole window)."""
+    lb = [e for e in history if e["stage"] == "lbfgs"]
+    if not lb:
+        return None
+    every = lb[-1].get("every", 1)
+    bests = _window_bests([e for e in lb if e.get("every", 1) == every], window)
+    if bests is None or bests[1] is None or not math.isfinite(bests[1]) or bests[1] <= 0:
+        return None
+    return 1.0 - bests[0] / bests[1]
 
 
 def lbfgs_schedule(history: list[dict], tol: float, floor: float, first: int) -> tuple[int, bool]:
@@ -703,56 +721,127 @@ def _data_hash(W: Windows, model: TorchManifoldModel) -> str:
     return h.hexdigest()
 
 
-def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None,
-           checkpoint: Checkpointer | None) -> TrainResult:
-    cfg.validate()
-    if cfg.dof >= ds.layout.size:
-        raise TrainingError(f"--dof {cfg.dof}: must be smaller than the {ds.layout.size} natural coordinates")
-    torch.manual_seed(cfg.seed)
-    t0 = time.perf_counter()
-    angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
-    T = make_windows(ds, cfg.triplets, cfg.window)
-    model = build_model(ds, cfg, angles)
-    law_fit = model.spring_law_residuals
-    loss_fn = LossFunction(model, cfg, angles, loss_scales(cfg, model, ds, T), ds.layout)
+#: where each stage's iterations start in the whole run's count (the progress's ``done``)
+def _stage_offsets(cfg: TrainConfig) -> dict[str, int]:
+    return {"adam": 0, "lbfgs": cfg.adam_epochs, "identify": cfg.adam_epochs + cfg.lbfgs_iters}
 
-    rng = np.random.default_rng(cfg.seed)
-    n = len(T)
-    perm = rng.permutation(n)
-    n_val = max(2, int(round(cfg.validation_fraction * n)))
-    train_set, val_set = T.subset(np.sort(perm[n_val:])), T.subset(np.sort(perm[:n_val]))
 
-    params = [p for p in model.parameters() if p.requires_grad]
-    best = {"val": math.inf, "state": copy.deepcopy(model.state_dict())}
-    history: list[dict] = []
-    total = cfg.adam_epochs + cfg.lbfgs_iters + (cfg.identify_iters if cfg.identify else 0)
-    # the whole run as a list of optimiser steps; a checkpoint names the next one to take
-    steps = [("adam", ep) for ep in range(cfg.adam_epochs)] + [("lbfgs", it) for it in range(0, cfg.lbfgs_iters, LBFGS_CHUNK)]
-    if cfg.identify:
-        steps += [("identify", it) for it in range(0, cfg.identify_iters, LBFGS_CHUNK)]
-    ident = {"pruned": False}  # --identify: the dense library joins at L-BFGS, the sparse one at "identify"
+def check_resumed_state(state: dict, n_steps: int, source) -> int:
+    """The step a checkpoint resumes at, after the checks that need no model: a whole number
+    in ``0..n_steps`` and a best validation loss that is a number (``inf`` included: after a
+    warm-up, or when the first L-BFGS share broke the model, no finite one exists yet)."""
+    first, best = state["step"], state["best_val"]
+    if not isinstance(first, int) or isinstance(first, bool) or not 0 <= first <= n_steps \
+            or not isinstance(best, float) or math.isnan(best):
+        raise TrainingError(f"{source}: the checkpoint's step {first!r} (of {n_steps}) or its best validation loss "
+                            f"{best!r} is not one a training leaves; delete it and run without --resume")
+    return first
 
-    # The Adam phase fits the kinematics alone (warm-up "rec"): with the dynamics term from the
-    # start, a stiff force (e.g. a spring on a decoded length) can pull an unformed decoder
-    # into a basin where L-BFGS no longer recovers the reconstruction.
-    warm = cfg.warmup == "rec"
 
-    offset = {"adam": 0, "lbfgs": cfg.adam_epochs, "identify": cfg.adam_epochs + cfg.lbfgs_iters}
+class Training:
+    """One training run, as a list of optimiser steps (``steps``: Adam epochs, then chunks of
+    :data:`LBFGS_CHUNK` L-BFGS iterations, then the identification's) taken in order.
 
-    def record(stage: str, it: int, loss: float, parts: dict) -> None:
+    Each rule has its own place: the L-BFGS share and convergence are decided from the records
+    alone (:func:`lbfgs_schedule`), so a resumed run takes the same decisions; :meth:`record`
+    keeps the best weights by validation loss; :meth:`snapshot` / :meth:`restore` are the
+    checkpoint's content; :meth:`start_lbfgs` and :meth:`start_identification` are the two
+    changes of the model during training (``--identify``: the dense term library joins at
+    L-BFGS, the thresholded one after it).
+    """
+
+    def __init__(self, ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None = None,
+                 checkpoint: Checkpointer | None = None):
+        cfg.validate()
+        if not isinstance(cfg.dof, int):
+            raise TrainingError(f"--dof {cfg.dof!r}: the training needs the number of minimal coordinates "
+                                "(mc2fmu.pipeline.train resolves auto from the data)")
+        if cfg.dof >= ds.layout.size:
+            raise TrainingError(f"--dof {cfg.dof}: must be smaller than the {ds.layout.size} natural coordinates")
+        self.cfg, self.progress, self.checkpoint = cfg, progress, checkpoint
+        torch.manual_seed(cfg.seed)
+        self.t0 = time.perf_counter()
+        self.angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
+        self.windows = make_windows(ds, cfg.triplets, cfg.window)
+        self.model = build_model(ds, cfg, self.angles)
+        self.loss_fn = LossFunction(self.model, cfg, self.angles, loss_scales(cfg, self.model, ds, self.windows),
+                                    ds.layout)
+        # 95/5 split of the triplets (seeded)
+        n = len(self.windows)
+        perm = np.random.default_rng(cfg.seed).permutation(n)
+        n_val = max(2, int(round(cfg.validation_fraction * n)))
+        self.train_set = self.windows.subset(np.sort(perm[n_val:]))
+        self.val_set = self.windows.subset(np.sort(perm[:n_val]))
+
+        self.best = {"val": math.inf, "state": copy.deepcopy(self.model.state_dict())}
+        self.history: list[dict] = []
+        self.total = cfg.adam_epochs + cfg.lbfgs_iters + (cfg.identify_iters if cfg.identify else 0)
+        self.offset = _stage_offsets(cfg)
+        self.steps = [("adam", ep) for ep in range(cfg.adam_epochs)] + \
+            [("lbfgs", it) for it in range(0, cfg.lbfgs_iters, LBFGS_CHUNK)]
+        if cfg.identify:
+            self.steps += [("identify", it) for it in range(0, cfg.identify_iters, LBFGS_CHUNK)]
+        self.pruned = False  # --identify: the thresholded library replaced the dense one
+        # The Adam phase fits the kinematics alone (warm-up "rec"): with the dynamics term from
+        # the start, a stiff force (e.g. a spring on a decoded length) can pull an unformed
+        # decoder into a basin where L-BFGS no longer recovers the reconstruction.
+        self.warm = cfg.warmup == "rec"
+        self.opt = torch.optim.Adam(self.params(), lr=cfg.adam_lr)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=max(cfg.adam_epochs, 1),
+                                                                eta_min=cfg.adam_lr * 0.03)
+        self.lbfgs: LBFGS | None = None
+        self.lbfgs_parts: dict = {}
+        self.announced = False  # the progress said L-BFGS converged (not part of the training state)
+        # the L-BFGS phase's first share of the training triplets (every Nth); tol 0 never grows it
+        first_share = cfg.lbfgs_subset if cfg.lbfgs_tol > 0 else 1
+        while first_share > 1 and len(range(0, len(self.train_set), first_share)) < MIN_SHARE_TRIPLETS:
+            first_share //= 2
+        self.first_share = first_share
+        self.config_key = json.loads(json.dumps(config_to_dict(cfg)))  # as a checkpoint holds it
+        self.data_hash = _data_hash(self.windows, self.model) if checkpoint else ""
+
+    # ------------------------------------------------------------------ parts
+
+    def params(self) -> list[torch.Tensor]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def new_lbfgs(self) -> LBFGS:
+        return LBFGS(self.params(), lr=1.0, max_iter=LBFGS_CHUNK, history_size=LBFGS_HISTORY, tolerance_grad=1e-12,
+                     tolerance_change=1e-15)
+
+    def schedule(self) -> tuple[int, bool]:
+        return lbfgs_schedule(self.history, self.cfg.lbfgs_tol, self.cfg.lbfgs_floor, self.first_share)
+
+    def use_share(self, every: int) -> None:
+        """Fit every ``every``-th training triplet (``share_set``); the others are ``share_rest``."""
+        self.every = every
+        inside = np.arange(len(self.train_set)) % every == 0
+        self.share_set = self.train_set if every == 1 else self.train_set.subset(np.flatnonzero(inside))
+        self.share_rest = None if every == 1 else self.train_set.subset(np.flatnonzero(~inside))
+
+    def closure(self) -> torch.Tensor:
+        self.lbfgs.zero_grad()
+        loss, parts = self.loss_fn(self.share_set)
+        loss.backward()
+        self.lbfgs_parts.update(parts)
+        return loss
+
+    def record(self, stage: str, it: int, loss: float, parts: dict) -> None:
+        """Evaluate the validation triplets, keep the best weights, append the record."""
+        loss_fn = self.loss_fn
         with torch.no_grad():
-            vloss, vparts = loss_fn(val_set, kinematic_only=warm and stage == "adam")
+            vloss, vparts = loss_fn(self.val_set, kinematic_only=self.warm and stage == "adam")
         v = float(vloss)
         # the fit alone, what the convergence rule watches: L_gauge chooses the chart and may go
         # on falling after the fit has stopped improving (see lbfgs_converged)
         v_fit = v - loss_fn.weights["gauge"] * vparts.get("gauge", 0.0)
         extra = {}
-        partial = stage == "lbfgs" and share["every"] > 1
+        partial = stage == "lbfgs" and self.every > 1
         if partial:
             # the training triplets outside the share, held out from it: the share is too small
             # when they fit much worse (share_too_small)
             with torch.no_grad():
-                rest = loss_fn.fit(loss_fn(share["rest"])[1])
+                rest = loss_fn.fit(loss_fn(self.share_rest)[1])
             extra["rest_fit"] = rest if math.isfinite(rest) else math.inf
         # a share's fit that broke the model between its triplets (the validation states or the
         # rest of the training ones): the schedule moves to every triplet from the best weights
@@ -764,181 +853,181 @@ def _train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | Non
                 f"training diverged at {stage} iteration {it}: the loss became {loss} (validation {v}); "
                 "try a smaller --lr, another --seed, or check the dataset (dt, forces)"
             )
-        if v < best["val"]:
-            best["val"] = v
-            best["state"] = copy.deepcopy(model.state_dict())
+        if v < self.best["val"]:
+            self.best = {"val": v, "state": copy.deepcopy(self.model.state_dict())}
         # the training triplets' fit at the last evaluation (L-BFGS: its last loss), beside the
         # validation one: a share of the triplets the validation ones disagree with is too small
         entry = {"stage": stage, "iter": it, "loss": loss, "val": v, "val_fit": v_fit, "fit": loss_fn.fit(parts),
-                 **extra, **parts,
-                 "elapsed": time.perf_counter() - t0, "done": (it + offset[stage]) / total}
-        history.append(entry)
-        if progress:
-            progress(entry)
+                 **extra, **parts, "best_val": self.best["val"],
+                 "elapsed": time.perf_counter() - self.t0, "done": (it + self.offset[stage]) / self.total}
+        if stage == "lbfgs":  # what the stopping rule watches (the progress display shows it)
+            entry.update(fall=lbfgs_fall(self.history + [entry]), tol=self.cfg.lbfgs_tol, floor=self.cfg.lbfgs_floor,
+                         window=LBFGS_WINDOW)
+        self.history.append(entry)
+        if self.progress:
+            self.progress(entry)
 
-    opt = torch.optim.Adam(params, lr=cfg.adam_lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.adam_epochs, 1), eta_min=cfg.adam_lr * 0.03)
-    lbfgs: LBFGS | None = None
+    # ------------------------------------------------------------------ checkpoints
 
-    def new_lbfgs() -> LBFGS:
-        return LBFGS(params, lr=1.0, max_iter=LBFGS_CHUNK, history_size=LBFGS_HISTORY, tolerance_grad=1e-12,
-                     tolerance_change=1e-15)
-
-    config_key = json.loads(json.dumps(config_to_dict(cfg)))  # as a checkpoint holds it
-    data_hash = _data_hash(T, model) if checkpoint else ""
-
-    def snapshot(step: int) -> dict:
+    def snapshot(self, step: int) -> dict:
         """Everything needed to take ``steps[step]`` and the rest exactly as this run would."""
+        steps = self.steps
         return copy.deepcopy({
             "version": CHECKPOINT_VERSION, "step": step, "phase": steps[step][0] if step < len(steps) else "done",
-            "iteration": steps[step][1] if step < len(steps) else total,
-            "model": model.state_dict(), "adam": opt.state_dict(), "sched": sched.state_dict(),
-            "lbfgs": None if lbfgs is None else lbfgs.state_dict(),
-            "library": _library_state(model.library), "pruned": ident["pruned"],
-            "best_val": best["val"], "best_state": best["state"], "history": history,
-            "elapsed": time.perf_counter() - t0, "rng": torch.get_rng_state(),
-            "config": json.dumps(config_key, sort_keys=True), "data_hash": data_hash,
+            "iteration": steps[step][1] if step < len(steps) else self.total,
+            "model": self.model.state_dict(), "adam": self.opt.state_dict(), "sched": self.sched.state_dict(),
+            "lbfgs": None if self.lbfgs is None else self.lbfgs.state_dict(),
+            "library": _library_state(self.model.library), "pruned": self.pruned,
+            "best_val": float(self.best["val"]), "best_state": self.best["state"], "history": self.history,
+            "elapsed": time.perf_counter() - self.t0, "rng": torch.get_rng_state(),
+            "config": json.dumps(self.config_key, sort_keys=True), "data_hash": self.data_hash,
         })
 
-    first = 0
-    if checkpoint and checkpoint.resume:
-        s = read_checkpoint(checkpoint, config_key, data_hash)
+    def restore(self) -> int:
+        """Continue from the checkpoint's state; returns the step to take next."""
+        ckpt = self.checkpoint
+        s = read_checkpoint(ckpt, self.config_key, self.data_hash)
         try:
-            first = s["step"]
-            if not isinstance(first, int) or not 0 <= first <= len(steps) or not math.isfinite(s["best_val"]) and first:
-                raise TrainingError(f"{checkpoint.path}: the checkpoint's step {first!r} (of {len(steps)}) or its best "
-                                    "validation loss is not one a training leaves; delete it and run without --resume")
-            ident["pruned"] = bool(s.get("pruned", False))
+            first = check_resumed_state(s, len(self.steps), ckpt.path)
+            self.pruned = bool(s.get("pruned", False))
             if s.get("library") is not None:  # before the thresholding every term is in, zeros included
-                model.set_library(_library_from_state(s["library"]), trainable=True, dense=not ident["pruned"])
-                params = [p for p in model.parameters() if p.requires_grad]
-            model.load_state_dict(s["model"])
-            opt.load_state_dict(s["adam"])
-            sched.load_state_dict(s["sched"])
+                self.model.set_library(_library_from_state(s["library"]), trainable=True, dense=not self.pruned)
+            self.model.load_state_dict(s["model"])
+            self.opt.load_state_dict(s["adam"])
+            self.sched.load_state_dict(s["sched"])
             if s["lbfgs"] is not None:
-                lbfgs = new_lbfgs()
-                lbfgs.load_state_dict(s["lbfgs"])
-            best.update(val=s["best_val"], state=s["best_state"])
-            history[:] = s["history"]
-            t0 -= s["elapsed"]
+                self.lbfgs = self.new_lbfgs()
+                self.lbfgs.load_state_dict(s["lbfgs"])
+            self.best = {"val": s["best_val"], "state": s["best_state"]}
+            self.history[:] = s["history"]
+            self.t0 -= s["elapsed"]
             torch.set_rng_state(s["rng"])
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as exc:
             # a checkpoint that passed the version, options and data checks but holds the wrong things
-            raise TrainingError(f"{checkpoint.path}: a damaged training checkpoint ({type(exc).__name__}: "
+            raise TrainingError(f"{ckpt.path}: a damaged training checkpoint ({type(exc).__name__}: "
                                 f"{str(exc)[:200]}); delete it and run without --resume to start over") from None
-    if checkpoint:
-        checkpoint.start()
+        return first
 
-    last = snapshot(first) if checkpoint else None
-    lbfgs_parts: dict = {}
-    announced = {"converged": False}  # the progress line said so (not part of the training state)
-    # the L-BFGS phase's share of the training triplets (every Nth), decided from the history
-    # alone as convergence is (a resumed run takes the same shares); tol 0 never grows it
-    first_share = cfg.lbfgs_subset if cfg.lbfgs_tol > 0 else 1
-    while first_share > 1 and len(range(0, len(train_set), first_share)) < MIN_SHARE_TRIPLETS:
-        first_share //= 2
-    share: dict = {}  # "every", and the triplets of the share ("set") and outside it ("rest")
+    # ------------------------------------------------------------------ the stages
 
-    def use_share(every: int) -> None:
-        share["every"] = every
-        inside = np.arange(len(train_set)) % every == 0
-        share["set"] = train_set if every == 1 else train_set.subset(np.flatnonzero(inside))
-        share["rest"] = None if every == 1 else train_set.subset(np.flatnonzero(~inside))
-
-    use_share(lbfgs_schedule(history, cfg.lbfgs_tol, cfg.lbfgs_floor, first_share)[0])
-
-    def closure():
-        lbfgs.zero_grad()
-        loss, parts = loss_fn(share["set"])
+    def adam_step(self, it: int) -> None:
+        self.opt.zero_grad()
+        loss, parts = self.loss_fn(self.train_set, kinematic_only=self.warm)
         loss.backward()
-        lbfgs_parts.update(parts)
-        return loss
+        self.opt.step()
+        self.sched.step()
+        if it % 25 == 0 or it == self.cfg.adam_epochs - 1:
+            self.record("adam", it + 1, loss.item(), parts)
 
-    try:
-        for step in range(first, len(steps)):
-            stage, it = steps[step]
-            every, converged = lbfgs_schedule(history, cfg.lbfgs_tol, cfg.lbfgs_floor, first_share) \
-                if stage == "lbfgs" else (1, False)
-            if stage == "lbfgs" and every != share["every"]:  # the fit stalled or overfits on this share: more triplets
-                broken = not math.isfinite(history[-1]["val"])
-                use_share(every)
-                if lbfgs is not None and broken:  # from the best weights, with a new memory
-                    model.load_state_dict(best["state"])
-                    lbfgs = new_lbfgs()
-                elif lbfgs is not None:
-                    lbfgs.objective_changed()
-            if stage == "identify" and share["every"] != 1:
-                use_share(1)
-            if converged:
-                # converged: the rest of the L-BFGS budget is skipped (decided from the history
-                # alone, so a resumed run skips the same steps; no snapshot for a skipped step)
-                if progress and not announced["converged"]:
-                    announced["converged"] = True
-                    done_its = [e["iter"] for e in history if e["stage"] == "lbfgs"][-1]
-                    progress({"stage": "lbfgs converged at", "iter": done_its, "loss": None, "val": None,
-                              "done": offset["identify"] / total, "elapsed": time.perf_counter() - t0})
-                continue
-            if checkpoint:
-                last = snapshot(step)
-                if checkpoint.due():
-                    write_checkpoint(checkpoint, last)
-            if stage == "adam":
-                opt.zero_grad()
-                loss, parts = loss_fn(train_set, kinematic_only=warm)
-                loss.backward()
-                opt.step()
-                sched.step()
-                if it % 25 == 0 or it == cfg.adam_epochs - 1:
-                    record("adam", it + 1, loss.item(), parts)
-            elif stage == "lbfgs":
-                if lbfgs is None:  # from Adam's best weights
-                    model.load_state_dict(best["state"])
-                    if cfg.identify:  # every term of the library, from zero, trained with the model
-                        q, v, u, _, _ = residual_data(model, loss_fn, train_set)
-                        library = build_library(parse_groups(cfg.identify), len(angles), angles, u.shape[1],
-                                                np.sqrt(np.mean(v**2, axis=0)))
-                        model.set_library(library, trainable=True, dense=True)
-                        params = [p for p in model.parameters() if p.requires_grad]
-                        best["state"] = copy.deepcopy(model.state_dict())
-                    lbfgs = new_lbfgs()
-                    if warm:  # the full loss from here on: the warm-up's best is not comparable
-                        best["val"] = math.inf
-                loss = lbfgs.step(closure)
-                record("lbfgs", min(it + LBFGS_CHUNK, cfg.lbfgs_iters), loss.item(),
-                       {**lbfgs_parts, "every": share["every"], "triplets": len(share["set"])})
-            else:
-                if not ident["pruned"]:  # the sparse terms (seed 004's thresholding), from the best weights
-                    model.load_state_dict(best["state"])
-                    model.set_library(sparse_terms(model, loss_fn, train_set, cfg, angles), trainable=True)
-                    params = [p for p in model.parameters() if p.requires_grad]
-                    best.update(val=math.inf, state=copy.deepcopy(model.state_dict()))  # another model from here
-                    lbfgs = new_lbfgs()
-                    ident["pruned"] = True
-                loss = lbfgs.step(closure)
-                record("identify", min(it + LBFGS_CHUNK, cfg.identify_iters), loss.item(), dict(lbfgs_parts))
-    except KeyboardInterrupt:
-        if checkpoint and last is not None:
-            write_checkpoint(checkpoint, last)
-        raise TrainingInterrupted(checkpoint.path if checkpoint else None) from None
+    def start_lbfgs(self) -> None:
+        """From Adam's best weights; with ``--identify`` every term of the library joins, from zero."""
+        cfg, model = self.cfg, self.model
+        model.load_state_dict(self.best["state"])
+        if cfg.identify:
+            q, v, u, _, _ = residual_data(model, self.loss_fn, self.train_set)
+            library = build_library(parse_groups(cfg.identify), len(self.angles), self.angles, u.shape[1],
+                                    np.sqrt(np.mean(v**2, axis=0)))
+            model.set_library(library, trainable=True, dense=True)
+            self.best["state"] = copy.deepcopy(model.state_dict())
+        self.lbfgs = self.new_lbfgs()
+        if self.warm:  # the full loss from here on: the warm-up's best is not comparable
+            self.best["val"] = math.inf
 
-    model.load_state_dict(best["state"])
-    if not all(torch.isfinite(v).all() for v in model.state_dict().values()):
-        raise TrainingError("training ended with non-finite weights (a corrupt checkpoint, or a diverged run); "
-                            "nothing was written: delete the checkpoint and train again, or try another --seed")
-    extra = {}
-    if cfg.identify:
-        if not ident["pruned"]:  # no fine-tuning iterations: threshold the trained library as it is
-            model.set_library(sparse_terms(model, loss_fn, train_set, cfg, angles))
-        extra["identified_terms"] = 0 if model.library is None else int(len(model.library))
-    with torch.no_grad():
-        _, parts = loss_fn(T)
-    seconds = time.perf_counter() - t0
-    if law_fit:
-        extra["spring_law_residual"] = law_fit
-    lbfgs_done = [e["iter"] for e in history if e["stage"] == "lbfgs"]
-    metrics = {"val_loss": best["val"], **parts, **extra, "triplets": n, "hull_dim": model.hull_dim,
-               "train_seconds": seconds, "lbfgs_iterations": lbfgs_done[-1] if lbfgs_done else 0}
-    return TrainResult(model, angles, history, metrics, seconds)
+    def change_share(self, every: int) -> None:
+        """The fit stalled or overfits on this share: more triplets.  A share that broke the
+        model gives way from the best weights with a new memory; otherwise the memory is kept."""
+        broken = not math.isfinite(self.history[-1]["val"])
+        self.use_share(every)
+        if self.lbfgs is not None and broken:
+            self.model.load_state_dict(self.best["state"])
+            self.lbfgs = self.new_lbfgs()
+        elif self.lbfgs is not None:
+            self.lbfgs.objective_changed()
+
+    def lbfgs_step(self, it: int) -> None:
+        if self.lbfgs is None:
+            self.start_lbfgs()
+        loss = self.lbfgs.step(self.closure)
+        self.record("lbfgs", min(it + LBFGS_CHUNK, self.cfg.lbfgs_iters), loss.item(),
+                    {**self.lbfgs_parts, "every": self.every, "triplets": len(self.share_set)})
+
+    def start_identification(self) -> None:
+        """Seed 004's thresholding from the best weights: the sparse terms, another model from here."""
+        self.model.load_state_dict(self.best["state"])
+        self.model.set_library(sparse_terms(self.model, self.loss_fn, self.train_set, self.cfg, self.angles),
+                               trainable=True)
+        self.best = {"val": math.inf, "state": copy.deepcopy(self.model.state_dict())}
+        self.lbfgs = self.new_lbfgs()
+        self.pruned = True
+
+    def identify_step(self, it: int) -> None:
+        if not self.pruned:
+            self.start_identification()
+        loss = self.lbfgs.step(self.closure)
+        self.record("identify", min(it + LBFGS_CHUNK, self.cfg.identify_iters), loss.item(), dict(self.lbfgs_parts))
+
+    def announce_convergence(self) -> None:
+        if self.progress and not self.announced:
+            self.announced = True
+            done_its = [e["iter"] for e in self.history if e["stage"] == "lbfgs"][-1]
+            self.progress({"stage": "lbfgs converged at", "iter": done_its, "loss": None, "val": None,
+                           "done": self.offset["identify"] / self.total, "elapsed": time.perf_counter() - self.t0})
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> TrainResult:
+        checkpoint = self.checkpoint
+        first = self.restore() if checkpoint and checkpoint.resume else 0
+        if checkpoint:
+            checkpoint.start()
+        last = self.snapshot(first) if checkpoint else None
+        self.use_share(self.schedule()[0])
+        try:
+            for step in range(first, len(self.steps)):
+                stage, it = self.steps[step]
+                every, converged = self.schedule() if stage == "lbfgs" else (1, False)
+                if stage == "lbfgs" and every != self.every:
+                    self.change_share(every)
+                if stage == "identify" and self.every != 1:
+                    self.use_share(1)
+                if converged:
+                    # the rest of the L-BFGS budget is skipped (decided from the records alone,
+                    # so a resumed run skips the same steps; no snapshot for a skipped step)
+                    self.announce_convergence()
+                    continue
+                if checkpoint:
+                    last = self.snapshot(step)
+                    if checkpoint.due():
+                        write_checkpoint(checkpoint, last)
+                getattr(self, f"{stage}_step")(it)
+        except KeyboardInterrupt:
+            if checkpoint and last is not None:
+                write_checkpoint(checkpoint, last)
+            raise TrainingInterrupted(checkpoint.path if checkpoint else None) from None
+        return self.result()
+
+    def result(self) -> TrainResult:
+        """The best weights (thresholded terms with ``--identify``) and the training record."""
+        cfg, model = self.cfg, self.model
+        model.load_state_dict(self.best["state"])
+        if not all(torch.isfinite(v).all() for v in model.state_dict().values()):
+            raise TrainingError("training ended with non-finite weights (a corrupt checkpoint, or a diverged run); "
+                                "nothing was written: delete the checkpoint and train again, or try another --seed")
+        extra = {}
+        if cfg.identify:
+            if not self.pruned:  # no fine-tuning iterations: threshold the trained library as it is
+                model.set_library(sparse_terms(model, self.loss_fn, self.train_set, cfg, self.angles))
+            extra["identified_terms"] = 0 if model.library is None else int(len(model.library))
+        with torch.no_grad():
+            _, parts = self.loss_fn(self.windows)
+        seconds = time.perf_counter() - self.t0
+        if model.spring_law_residuals:
+            extra["spring_law_residual"] = model.spring_law_residuals
+        lbfgs_done = [e["iter"] for e in self.history if e["stage"] == "lbfgs"]
+        metrics = {"val_loss": self.best["val"], **parts, **extra, "triplets": len(self.windows),
+                   "hull_dim": model.hull_dim, "train_seconds": seconds,
+                   "lbfgs_iterations": lbfgs_done[-1] if lbfgs_done else 0}
+        return TrainResult(model, self.angles, self.history, metrics, seconds)
 
 
 def _library_state(library: TermLibrary | None) -> dict | None:
