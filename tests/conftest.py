@@ -6,6 +6,7 @@ rotation, velocity and angular velocity, so checks have an independent reference
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -153,7 +154,7 @@ TRAINED = ["four_bar", "slider_crank"]
 BRIEF_LBFGS = {"four_bar": 40, "slider_crank": 100}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trained(reference_run, tmp_path_factory):
     """``trained(name)`` -> (model_dir, mechanism_path, train_run): four_bar and slider_crank
     trained briefly (1 DOF); two_bar (2 DOF) and macpherson barely (export checks only)."""
@@ -179,7 +180,7 @@ def trained(reference_run, tmp_path_factory):
     return get
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def native(trained, tmp_path_factory):
     """``native(name, fmi, interface)`` -> (fmu_path, export summary), exported once."""
     from mc2fmu.fmu.export import export_fmu
@@ -195,3 +196,29 @@ def native(trained, tmp_path_factory):
         return cache[key]
 
     return get
+
+
+# ---- CI: no silent skips
+
+NO_SKIPS = os.environ.get("MC2FMU_NO_SKIPS") == "1"
+
+
+def _no_skip(report) -> None:
+    """With ``MC2FMU_NO_SKIPS=1`` (CI sets it) a skipped test or module is a failure: a missing
+    engine, importer, compiler or valgrind must not pass unnoticed."""
+    if NO_SKIPS and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped, and MC2FMU_NO_SKIPS=1 forbids skips: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _no_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _no_skip(outcome.get_result())

@@ -8,7 +8,7 @@ mc2fmu FMUs through a linear transformation, checked against the same coupling d
 in fmpy.  Every engine runs in a fresh process (``cosim_host.py``).
 
 The engines are installed by the test extra; Ecos also needs Debian's ``libtbb12`` (``.ci/run``
-installs it).  Without them these tests skip, unless ``MC2FMU_REQUIRE_IMPORTERS=1`` (CI sets
+installs it).  Without them these tests skip, unless ``MC2FMU_NO_SKIPS=1`` (CI sets
 it) makes a missing engine a failure.
 """
 
@@ -44,7 +44,7 @@ def _require(module: str) -> None:
     why = _engine_available(module)
     if why is None:
         return
-    if os.environ.get("MC2FMU_REQUIRE_IMPORTERS") == "1":
+    if os.environ.get("MC2FMU_NO_SKIPS") == "1":
         pytest.fail(why)
     pytest.skip(why)
 

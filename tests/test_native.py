@@ -174,31 +174,6 @@ def test_co_simulation_equals_the_python_backend(native, trained, reference_run,
     _assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:10000], tmp_path, min_steps=1000)
 
 
-@pytest.fixture(scope="module")
-def fully_trained(reference_run, tmp_path_factory):
-    """The four-bar with known coordinates (crank.R11) and default training (about 30 s): a
-    model that stays finite over the whole 10 s held-out run, exported both ways."""
-    from mc2fmu.fmu.export import export_fmu
-    from mc2fmu.pipeline import train as fit
-    from mc2fmu.reducers.autoencoder.config import TrainConfig
-
-    root = tmp_path_factory.mktemp("native-full")
-    run = reference_run("four_bar", "train")
-    mech = Path(run["path"]).parent.parent / "mechanism.toml"
-    fit(mech, [run["path"]], TrainConfig(dof=1, coords=("crank.R11",)), root / "model")
-    for fmi, interface in ((2, "cs"), (2, "me")):
-        export_fmu(root / "model", root / f"{interface}.fmu", "native", fmi, interface)
-    return root / "model", root / "cs.fmu", root / "me.fmu"
-
-
-@pytest.mark.slow
-def test_co_simulation_equals_the_python_backend_over_10_s_fully_trained(fully_trained, reference_run, tmp_path):
-    """A fully trained model over the whole 10 s held-out run: every step compared."""
-    model_dir, fmu, _ = fully_trained
-    inputs, t, u = _run_inputs("four_bar", reference_run, "low")
-    assert _assert_python_parity(model_dir, fmu, inputs, u[:10000], tmp_path, min_steps=10000) == 10000
-
-
 @pytest.mark.parametrize("name", TRAINED)
 def test_fmi3_co_simulation_equals_fmi2(native, trained, reference_run, tmp_path, name):
     model_dir = trained(name)[0]
@@ -274,15 +249,6 @@ def test_model_exchange_agrees_with_co_simulation(native, trained, reference_run
     briefly trained models stay finite for about 2 s of this run."""
     inputs, t, u = _run_inputs(name, reference_run)
     diff = _me_vs_cs(trained(name)[0], native(name, 2, "cs")[0], native(name, 3, "me")[0], inputs, t, u, 1.5, tmp_path)
-    assert diff <= 1e-3, diff
-
-
-@pytest.mark.slow
-def test_model_exchange_agrees_with_co_simulation_over_10_s_fully_trained(fully_trained, reference_run, tmp_path):
-    """As above on a fully trained model over the whole 10 s held-out run (measured: 1e-4 m)."""
-    model_dir, cs, me = fully_trained
-    inputs, t, u = _run_inputs("four_bar", reference_run, "low")
-    diff = _me_vs_cs(model_dir, cs, me, inputs, t, u, 10.0, tmp_path)
     assert diff <= 1e-3, diff
 
 
@@ -585,17 +551,46 @@ def test_two_native_fmus_in_one_process(native, trained, reference_run, tmp_path
         assert np.array_equal(np.array(both["y"][k]), alone[k])
 
 
-@pytest.mark.skipif(not have_valgrind(), reason="valgrind is not installed")
-def test_ten_thousand_instantiate_free_cycles_leak_nothing(native, trained, c_host, tmp_path):
-    """valgrind over the C host: 10,000 x (instantiate, initialise, 5 steps, get/set/serialise
-    the state, free); no definite, indirect or possible leak, no memory error."""
-    model_dir = trained("four_bar")[0]
-    lib, guid, md = extract(native("four_bar")[0], tmp_path / "fmu")
-    _, out = run_host(c_host, lib, guid, md, mode="cycles", n_steps=5, repeats=10000, start=start_values(model_dir),
+#: valgrind repetitions in the suite; benchmarks/targets.py runs the same checks 10,000 times
+VALGRIND_CYCLES = 500
+VALGRIND_STATES = 1_000
+
+
+def valgrind_cycles(c_host, fmu: Path, start: dict, work: Path, repeats: int) -> str:
+    """valgrind over the C host: ``repeats`` x (instantiate, initialise, 5 steps, get/set/serialise
+    the state, free) of a four-bar FMU; fails on a definite, indirect or possible leak or a
+    memory error."""
+    lib, guid, md = extract(fmu, work / "fmu")
+    _, out = run_host(c_host, lib, guid, md, mode="cycles", n_steps=5, repeats=repeats, start=start,
                       inputs=["tau"], rows=np.full((1, 1), 0.1), outputs=["crank.x", "envelope"],
                       wrapper=["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect,possible",
-                               "--error-exitcode=9", "-q"])
-    assert "cycles 10000" in out
+                               "--error-exitcode=9", "-q"], timeout=3600)
+    assert f"cycles {repeats}" in out
+    return out
+
+
+def valgrind_states(c_host, fmu: Path, start: dict, work: Path, repeats: int) -> dict:
+    """``repeats`` corrupted copies of a serialized state (random bytes, bit flips, truncations
+    and extensions, forged fields with a recomputed checksum) loaded, set and stepped by the C
+    host under valgrind: no memory error, no hang (a timeout), and no state that is accepted and
+    then steps with fmi2OK to a non-finite output; the intact state always restores."""
+    lib, guid, md = extract(fmu, work / "fmu")
+    _, out = run_host(c_host, lib, guid, md, mode="states", n_steps=20, repeats=repeats, start=start,
+                      inputs=["tau"], rows=np.array([[0.3]]), work=work, timeout=3600,
+                      wrapper=["valgrind", "--error-exitcode=3", "--leak-check=full",
+                               "--errors-for-leak-kinds=definite,indirect,possible"])
+    line = next(x for x in out.splitlines() if x.startswith("states "))
+    fields = dict(zip(line.split()[0::2], map(int, line.split()[1::2])))
+    assert fields["states"] == repeats and fields["refused"] + fields["accepted"] == repeats
+    assert fields["refused"] >= 0.75 * repeats  # random bytes, flips and lengths never pass; forged fields often do not
+    assert fields["nan_ok"] == 0 and fields["restore_failed"] == 0, line
+    assert "ERROR SUMMARY: 0 errors" in out
+    return fields
+
+
+@pytest.mark.skipif(not have_valgrind(), reason="valgrind is not installed")
+def test_instantiate_free_cycles_leak_nothing(native, trained, c_host, tmp_path):
+    valgrind_cycles(c_host, native("four_bar")[0], start_values(trained("four_bar")[0]), tmp_path, VALGRIND_CYCLES)
 
 
 # ---------------------------------------------------------------------------- CLI and errors
@@ -685,24 +680,8 @@ def test_serialized_state_cannot_be_forged(native, trained, tmp_path):
 
 
 @pytest.mark.skipif(not have_valgrind(), reason="valgrind is not installed")
-def test_ten_thousand_corrupted_states_under_valgrind(native, trained, c_host, tmp_path):
-    """10,000 corrupted copies of a serialized state (random bytes, bit flips, truncations and
-    extensions, forged fields with a recomputed checksum) loaded, set and stepped by the C host
-    under valgrind: no memory error, no hang (a timeout), and no state that is accepted and
-    then steps with fmi2OK to a non-finite output; the intact state always restores."""
-    model_dir = trained("four_bar")[0]
-    fmu = native("four_bar")[0]
-    lib, guid, md = extract(fmu, tmp_path / "fmu")
-    _, out = run_host(c_host, lib, guid, md, mode="states", n_steps=20, repeats=10_000, start=start_values(model_dir),
-                      inputs=["tau"], rows=np.array([[0.3]]), work=tmp_path, timeout=600,
-                      wrapper=["valgrind", "--error-exitcode=3", "--leak-check=full",
-                               "--errors-for-leak-kinds=definite,indirect,possible"])
-    line = next(x for x in out.splitlines() if x.startswith("states "))
-    fields = dict(zip(line.split()[0::2], map(int, line.split()[1::2])))
-    assert fields["states"] == 10_000 and fields["refused"] + fields["accepted"] == 10_000
-    assert fields["refused"] >= 7_500  # random bytes, flips and lengths never pass; forged fields often do not
-    assert fields["nan_ok"] == 0 and fields["restore_failed"] == 0, line
-    assert "ERROR SUMMARY: 0 errors" in out
+def test_corrupted_states_under_valgrind(native, trained, c_host, tmp_path):
+    valgrind_states(c_host, native("four_bar")[0], start_values(trained("four_bar")[0]), tmp_path, VALGRIND_STATES)
 
 
 def test_an_input_set_after_initialisation_drives_the_first_step(native, trained, tmp_path):

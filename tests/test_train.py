@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,8 +12,6 @@ import pytest
 import torch
 
 from mc2fmu.cli import main
-from mc2fmu.mechanics.mechanism import load_mechanism
-from mc2fmu.validation.metrics import position_nrmse
 from mc2fmu.mechanics.natural import ForceModel
 from mc2fmu.data.poses import write_run
 
@@ -450,75 +447,6 @@ def test_resume_checks_the_data_and_the_file(capsys, tmp_path, toy_mechanism, to
     assert code == 2 and "not a readable training checkpoint" in err and "Traceback" not in err
 
 
-# ---------------------------------------------------------------------------- accuracy (slow)
-
-
-def _accuracy(reference_run, tmp_path, name, extra):
-    train = reference_run(name, "train")
-    folder = Path(train["path"]).parent.parent
-    mech = folder / "mechanism.toml"
-    model = tmp_path / "model"
-    assert main(["train", str(mech), train["path"], *extra, "-q", "-o", str(model)]) == 0
-    result = {}
-    for exc in ("train", "low", "shape", "high"):
-        ref = reference_run(name, exc)
-        out = tmp_path / f"{exc}.csv"
-        assert main(["simulate", str(model), str(mech), ref["path"], "-q", "-o", str(out)]) == 0
-        # read the written poses back and compare with the ENGINE's arrays
-        mechanism = load_mechanism(mech)
-        sim = read_run_lenient(out, mechanism)
-        result[exc] = (position_nrmse(sim["origin"], ref["origin"]), sim)
-    return result
-
-
-def read_run_lenient(path, mechanism):
-    """The simulate output: poses (NaN after a blow-up) plus q, qd and envelope columns."""
-    import csv
-
-    with open(path) as fh:
-        header = next(csv.reader(fh))
-    table = np.loadtxt(path, delimiter=",", skiprows=1)
-    col = {c: i for i, c in enumerate(header)}
-    n = len(table)
-    origin = np.stack([np.stack([table[:, col[f"{b}.{a}"]] for a in "xyz"], -1) for b in mechanism.body_names], 1)
-    return {"t": table[:, col["time"]], "origin": origin, "envelope": table[:, col["envelope"]],
-            "header": header, "n": n}
-
-
-@pytest.mark.slow
-def test_known_coordinates_accuracy_four_bar(reference_run, tmp_path):
-    res = _accuracy(reference_run, tmp_path, "four_bar", ["--dof", "1", "--coords", "crank.R11"])
-    assert res["train"][0] <= 0.005
-    assert res["low"][0] <= 0.02 and res["shape"][0] <= 0.02
-    # the high run leaves the trained range: the envelope flag rises before the error passes 10 %
-    ref = reference_run("four_bar", "high")
-    sim = res["high"][1]
-    err = np.linalg.norm(np.nan_to_num(sim["origin"], nan=1e9) - ref["origin"], axis=-1).max(-1)
-    err /= np.sqrt(np.mean((ref["origin"] - ref["origin"].mean(0)) ** 2))
-    from mc2fmu.models.envelope import LEAVE_THRESHOLD
-
-    flagged = np.flatnonzero(sim["envelope"] > LEAVE_THRESHOLD)
-    assert flagged.size
-    over = np.flatnonzero(err > 0.10)
-    assert over.size == 0 or flagged[0] < over[0]
-    assert sim["header"][-3:] == ["q", "qd", "envelope"]
-
-
-@pytest.mark.slow
-def test_known_coordinates_accuracy_macpherson_with_strut_spring(reference_run, tmp_path):
-    """A spatial 6-body mechanism whose dynamics a stiff spring-damper dominates (1.8 Hz mode)."""
-    res = _accuracy(reference_run, tmp_path, "macpherson", ["--dof", "1", "--coords", "spindle.z"])
-    assert res["train"][0] <= 0.005
-    assert res["low"][0] <= 0.02 and res["shape"][0] <= 0.02
-
-
-@pytest.mark.slow
-def test_autoencoder_accuracy_slider_crank(reference_run, tmp_path):
-    res = _accuracy(reference_run, tmp_path, "slider_crank", ["--dof", "1"])
-    assert res["train"][0] <= 0.005
-    assert res["low"][0] <= 0.02 and res["shape"][0] <= 0.02
-
-
 def test_reduced_mass_conditioning_flags_a_coordinate_without_inertia():
     """M_m = J^T M J on a linear decoder x = q: the ratio of its extreme eigenvalues is that of
     M itself, 0 when a coordinate moves a massless direction (a rod's spin)."""
@@ -884,7 +812,6 @@ def test_gauge_term_vanishes_where_the_reduced_mass_is_constant():
     """A point mass on a circle charted by its angle (``M_m = m r^2`` everywhere): L_gauge = 0;
     charted by ``theta = q^3`` instead, ``M_m = m r^2 (3 q^2)^2``: the spread of its log."""
     from mc2fmu.reducers.autoencoder.training import LossFunction
-    from mc2fmu.reducers.autoencoder.config import TrainConfig
 
     r, mass = 0.7, 2.0
 

@@ -1,0 +1,117 @@
+"""Run the benchmarks and rewrite their tables in docs/benchmarks.md.
+
+    python -m benchmarks [NAME...] [--no-write] [--list]
+
+Runs each named benchmark (all by default, in the order below: the later ones reuse the models
+``train_accuracy`` writes to out/bench) as ``python benchmarks/NAME.py ARGS`` in its own
+process, shows its output as it comes, and replaces the block of docs/benchmarks.md between
+``<!-- benchmark: NAME -->`` and ``<!-- /benchmark: NAME -->`` with the markdown tables it
+printed (its lines that start with ``|``).  A benchmark that exits non-zero (``targets``: a
+missed target) keeps its old block and makes this command exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "benchmarks.md"
+BENCH = "out/bench"
+
+#: name -> the arguments it runs with (in this order)
+BENCHMARKS: dict[str, list[str]] = {
+    "ingest_accuracy": [],
+    "dof_estimate": [],
+    "train_accuracy": ["--out", BENCH],
+    "targets": [],
+    "a02": [],
+    "dynamics_term": [],
+    "unknown_forces": [],
+    "loss_cost": [],
+    "lbfgs_cost": [],
+    "fmu_accuracy": ["--models", BENCH],
+    "fmu_cost": ["--models", BENCH],
+    "fmu_comm_steps": ["four_bar", "slider_crank", "--models", BENCH],
+    "fmu_host_safety": [f"{BENCH}/four_bar-autoencoder-w1"],
+    "compare_reducers": ["--reuse", BENCH + "/{name}-autoencoder-w1"],
+    "local_pca": [],
+    "node": [f"{BENCH}/four_bar-known-w1", f"{BENCH}/slider_crank-known-w1", f"{BENCH}/two_bar-known-w1"],
+    "linearize": [],
+    "closed_loop": ["--models", BENCH],
+}
+
+
+def tables(output: str) -> str:
+    """The markdown tables of a benchmark's output (its lines starting with ``|``), a blank
+    line between two tables."""
+    blocks, current = [], []
+    for line in output.splitlines():
+        if line.startswith("|"):
+            current.append(line.rstrip())
+        elif current:
+            blocks.append(current)
+            current = []
+    if current:
+        blocks.append(current)
+    return "\n\n".join("\n".join(b) for b in blocks)
+
+
+def replace_block(page: str, name: str, body: str) -> str:
+    """``page`` with the block of ``name`` replaced by ``body`` (an error if it has none)."""
+    pattern = re.compile(rf"(<!-- benchmark: {re.escape(name)} -->\n).*?(\n<!-- /benchmark: {re.escape(name)} -->)",
+                         re.S)
+    if not pattern.search(page):
+        raise SystemExit(f"{PAGE}: no block '<!-- benchmark: {name} -->' ... '<!-- /benchmark: {name} -->'; add one")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), page, count=1)
+
+
+def run(name: str) -> tuple[int, str]:
+    """Run one benchmark, echoing its output; returns its exit code and output."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *BENCHMARKS[name]]
+    print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        lines.append(line)
+    return proc.wait(), "".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
+    ap.add_argument("--no-write", action="store_true", help="run only; leave docs/benchmarks.md as it is")
+    ap.add_argument("--list", action="store_true", help="list the benchmarks and their arguments")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, extra in BENCHMARKS.items():
+            print(f"{name} {' '.join(extra)}".strip())
+        return 0
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {', '.join(unknown)}; use {', '.join(BENCHMARKS)}")
+    failed = []
+    for name in args.names or list(BENCHMARKS):
+        t0 = time.perf_counter()
+        code, output = run(name)
+        print(f"== {name}: exit {code} after {time.perf_counter() - t0:.0f} s", flush=True)
+        body = tables(output)
+        if code != 0 or not body:
+            failed.append(name)
+            continue
+        if not args.no_write:
+            PAGE.write_text(replace_block(PAGE.read_text(), name, body))
+    if failed:
+        print(f"failed or printed no table (their blocks are unchanged): {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
