@@ -429,13 +429,15 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 ESTIMATE_DOF_HELP = """\
-Estimate the mechanism's number of degrees of freedom (minimal coordinates) from its runs:
-the dimension of the space the velocities span where the runs pass the same configuration
-several times.  Prints the evidence (the median singular values of those velocity
-directions, scaled by the largest: a direction of motion shows as 0.01 to 1, curvature as
-1e-3 or less) and the estimate; exit code 2 with the reason when the data does not decide
-(too little motion, too few revisited configurations, no clear drop).  `train --dof auto`
-uses the same estimate.
+Estimate the mechanism's number of degrees of freedom (minimal coordinates) from its runs.
+A mechanism with m degrees of freedom moves on an m-dimensional manifold of configurations:
+near a configuration the runs pass several times, a quadratic in m local coordinates fits
+the nearby samples, and one in fewer coordinates misses a direction of motion.  Prints the
+evidence (for k = 1, 2, ... the median relative residual of those fits over the anchor
+configurations: 1e-10 to 1e-2 at the right k, about 0.6 below it) and the estimate; exit
+code 2 with the reason when the data does not decide (the runs hardly move, too few
+configurations passed five times, or no clear drop).  `train --dof auto` (the default) uses
+the same estimate.
 
 example:
   mc2fmu estimate-dof examples/two_bar/mechanism.toml examples/two_bar/runs/train.csv.gz

@@ -38,9 +38,11 @@ def _tiny_model(folder: Path) -> Path:
     w = np.linalg.svd(x - mean, full_matrices=False)[2][0]  # unit first principal direction
     M = mass_matrix(data.mechanism, data.layout)
     forces = force_model(data.mechanism, data.layout, M)
-    model = ManifoldModel(float(data.dt[0]), (False,), "centred", MLPWeights((w[:, None],), (np.zeros(len(w)),), "tanh"),
-                          np.zeros(1), np.ones(1), mean, np.ones(len(w)), None, None, None, w[None, :], -w[None, :] @ mean,
-                          M, forces.f_g, forces.f_B, forces.f_C, forces.springs, {"onnx/notes.txt": b"legitimate"})
+    model = ManifoldModel(dt=float(data.dt[0]), angles=(False,), step_map_name="centred",
+                          decoder=MLPWeights((w[:, None],), (np.zeros(len(w)),), "tanh"), q_mean=np.zeros(1),
+                          q_scale=np.ones(1), x_mean=mean, x_scale=np.ones(len(w)), encoder=None, enc_x_mean=None,
+                          enc_x_scale=None, E=w[None, :], e0=-w[None, :] @ mean, M=M, f_g=forces.f_g, f_B=forces.f_B,
+                          f_C=forces.f_C, springs=forces.springs, resources={"onnx/notes.txt": b"legitimate"})
     out = folder / "model"
     save_artifact(out, build_artifact("autoencoder", model, data))
     return out
@@ -73,8 +75,8 @@ def _refusal(model_dir: Path) -> str:
     return str(exc.value)
 
 
-def _export(model_dir: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mc2fmu.cli", "export", str(model_dir), "-o", str(out), "-q"],
+def _export(model_dir: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mc2fmu.cli", "export", str(model_dir), "-o", str(out), "-q", *extra],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -262,3 +264,23 @@ def test_default_modes_without_proc(tmp_path, monkeypatch):
     finally:
         os.umask(before)
     assert stat.S_IMODE(os.stat(tmp_path / "out.txt").st_mode) == 0o640
+
+
+def test_an_fmu_holds_only_the_models_own_files(model_copy, tmp_path):
+    """A stray file or link beside the model's files (here a link to a file outside the model)
+    does not go into the FMU: only model.json, arrays.npz and the listed resources do (both
+    backends take them from ``artifact_files``; the python backend needs a trained model's
+    ONNX graphs, which this model has not)."""
+    import zipfile
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not part of any model")
+    (model_copy / "evil.txt").symlink_to(secret)
+    (model_copy / "resources" / "unlisted.txt").write_text("not listed either")
+    out = tmp_path / "model.fmu"
+    proc = _export(model_copy, out, "--backend", "native")
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(out) as z:
+        names = [n for n in z.namelist() if "/model/" in n and not n.endswith("/")]
+        assert sorted(n.split("/model/", 1)[1] for n in names) == ["arrays.npz", "model.json", "resources/onnx/notes.txt"]
+        assert all(b"not part of any model" not in z.read(n) for n in z.namelist())

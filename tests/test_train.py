@@ -458,9 +458,11 @@ def test_reduced_mass_conditioning_flags_a_coordinate_without_inertia():
 
     def model(M):
         z = np.zeros
-        return ManifoldModel(0.01, (False, False), "centred", MLPWeights((np.eye(2),), (z(2),), "tanh"),
-                             z(2), np.ones(2), z(2), np.ones(2), None, None, None, np.eye(2), z(2), M, z(2),
-                             z((2, 0)), z((0, 2, 2)), SpringModel.empty(2))
+        return ManifoldModel(dt=0.01, angles=(False, False), step_map_name="centred",
+                             decoder=MLPWeights((np.eye(2),), (z(2),), "tanh"), q_mean=z(2), q_scale=np.ones(2),
+                             x_mean=z(2), x_scale=np.ones(2), encoder=None, enc_x_mean=None, enc_x_scale=None,
+                             E=np.eye(2), e0=z(2), M=M, f_g=z(2), f_B=z((2, 0)), f_C=z((0, 2, 2)),
+                             springs=SpringModel.empty(2))
 
     data = SimpleNamespace(x=np.random.default_rng(0).normal(size=(50, 2)))
     assert reduced_mass_conditioning(model(np.diag([2.0, 0.5])), data) == pytest.approx(0.25, rel=1e-12)
@@ -504,6 +506,65 @@ def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
     torch.save({**state, "step": n_steps, "best_state": nan_best}, path)
     with pytest.raises(TrainingError, match="non-finite weights"):
         train(ds, cfg, None, Checkpointer(path, resume=True))
+
+
+def test_a_checkpoint_whose_best_validation_loss_is_still_infinite_resumes(toy_mechanism, toy_run, tmp_path):
+    """After the warm-up the best validation loss starts again from infinity, and stays there
+    when the first L-BFGS share breaks the model (the schedule then moves to every triplet): a
+    checkpoint written then has ``best_val`` inf at a step > 0, and it resumes (it used to be
+    refused as "not one a training leaves").  A NaN is still refused."""
+    import torch
+
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer
+
+    ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
+    assert state["step"] > 0 and state["phase"] == "lbfgs"
+    torch.save({**state, "best_val": float("inf")}, path)
+    result = train(ds, cfg, None, Checkpointer(path, resume=True))
+    assert math.isfinite(result.metrics["val_loss"])
+    assert all(torch.isfinite(v).all() for v in result.model.state_dict().values())
+    torch.save({**state, "best_val": float("nan")}, path)
+    with pytest.raises(TrainingError, match="best validation loss"):
+        train(ds, cfg, None, Checkpointer(path, resume=True))
+
+
+def test_training_leaves_torchs_process_wide_settings_alone(toy_mechanism, toy_run):
+    """torch's deterministic-algorithms flag is process-wide: a training must not switch it,
+    not even while it runs (another thread of the host would see it)."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import train
+
+    seen = set()
+    before = torch.are_deterministic_algorithms_enabled()
+    train(load_training_data(toy_mechanism, [toy_run]), TrainConfig(**{**TINY, "lbfgs_iters": 20}),
+          lambda e: seen.add(torch.are_deterministic_algorithms_enabled()))
+    assert seen == {before} and torch.are_deterministic_algorithms_enabled() == before
+
+
+def test_the_progress_line_shows_what_the_stopping_rule_watches():
+    """During L-BFGS the line shows the best validation loss and its fall over the rule's
+    window, the figure lbfgs_converged compares with the tolerance; no time left."""
+    from mc2fmu.cli import progress_line
+    from mc2fmu.reducers.autoencoder.training import LBFGS_WINDOW, lbfgs_converged, lbfgs_fall
+
+    history, loss = [], 1.0
+    for it in range(20, 1001, 20):
+        loss *= 0.995 if it < 600 else 0.9999
+        history.append({"stage": "lbfgs", "iter": it, "val": loss, "val_fit": loss, "every": 1})
+    best_then = min(e["val_fit"] for e in history if e["iter"] <= 1000 - LBFGS_WINDOW)
+    fall = lbfgs_fall(history)
+    assert fall == pytest.approx(1 - history[-1]["val_fit"] / best_then, rel=1e-12)
+    for tol in (0.5 * fall, 2 * fall):  # converged exactly when the fall is under the tolerance
+        assert lbfgs_converged(history, tol) == (fall < tol)
+    assert lbfgs_fall(history[:LBFGS_WINDOW // 20 - 1]) is None  # not a whole window yet
+    entry = {**history[-1], "loss": 1e-6, "best_val": history[-1]["val"], "fall": fall, "tol": 0.05,
+             "floor": 1e-7, "window": LBFGS_WINDOW, "triplets": 250, "done": 0.2}
+    line = progress_line(entry)
+    assert f"best val {history[-1]['val']:.2e}" in line and f"fell {100 * fall:.1f} % over the last 400 it" in line
+    assert "stops under 5 %" in line and "250 triplets" in line and "left" not in line
 
 
 def test_damaged_checkpoints_are_refused_with_a_message(toy_mechanism, toy_run, tmp_path):
@@ -804,7 +865,7 @@ def test_gauge_term_is_the_spread_of_log_det_of_the_reduced_mass(toy_mechanism, 
     assert "gauge" in parts and abs(float(total - no_gauge) - parts["gauge"]) < 1e-12 * max(1.0, float(total))
     # in the loss the term reads the dynamics term's M_m: the same value as the one formed alone
     with torch.no_grad():
-        alone = float(loss.gauge(loss._encode(W)[1]))
+        alone = float(loss.gauge(loss.encode_triplets(W)[1]))
     assert alone > 1e-6 and abs(parts["gauge"] / alone - 1.0) < 1e-10
 
 

@@ -62,10 +62,11 @@ def model_digest(model_dir: Path, *extra: str) -> str:
 
 
 def artifact_members(model_dir: Path) -> dict[str, bytes]:
-    """The model directory's files as FMU members under :data:`MODEL_PREFIX`."""
-    model_dir = Path(model_dir)
-    return {MODEL_PREFIX + p.relative_to(model_dir).as_posix(): p.read_bytes()
-            for p in sorted(model_dir.rglob("*")) if p.is_file()}
+    """The model directory's own files (:func:`~mc2fmu.models.artifact.artifact_files`) as FMU
+    members under :data:`MODEL_PREFIX`."""
+    from ..models.artifact import artifact_files
+
+    return {MODEL_PREFIX + name: data for name, data in artifact_files(model_dir).items()}
 
 
 def runtime_config(artifact) -> dict[str, Any]:

@@ -339,6 +339,17 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
                          meta["versions"], str(path))
 
 
+def artifact_files(path: str | os.PathLike) -> dict[str, bytes]:
+    """A model directory's own files by relative name: ``model.json``, ``arrays.npz`` and the
+    resources ``model.json`` lists, nothing else in the folder (a stray file or link is not
+    the model's).  Read it with :func:`load_artifact` first: that checks the names."""
+    path = Path(path)
+    files = {name: (path / name).read_bytes() for name in FILES}
+    for name in json.loads(files["model.json"])["resources"]:
+        files[f"resources/{name}"] = (path / "resources" / name).read_bytes()
+    return files
+
+
 def _is_real(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e300
 

@@ -233,7 +233,7 @@ def unwrap_angles(q: np.ndarray, angles) -> np.ndarray:
     return q
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ManifoldModel:
     """The numpy run-time form of a decoder-manifold reduced model (no torch).
 
@@ -464,11 +464,12 @@ class ManifoldModel:
         library = None
         if "identify" in params:
             library = _saved_library(params["identify"], arrays, len(angles), arrays["f_B"].shape[1])
-        return cls(float(dt), tuple(bool(a) for a in angles), params["step_map"], decoder,
-                   arrays["decoder.q_mean"], arrays["decoder.q_scale"], arrays["decoder.x_mean"],
-                   arrays["decoder.x_scale"], encoder, get("encoder.x_mean"), get("encoder.x_scale"),
-                   get("encoder.E"), get("encoder.e0"), arrays["M"], arrays["f_g"], arrays["f_B"], arrays["f_C"],
-                   springs, dict(resources or {}), library)
+        return cls(dt=float(dt), angles=tuple(bool(a) for a in angles), step_map_name=params["step_map"],
+                   decoder=decoder, q_mean=arrays["decoder.q_mean"], q_scale=arrays["decoder.q_scale"],
+                   x_mean=arrays["decoder.x_mean"], x_scale=arrays["decoder.x_scale"], encoder=encoder,
+                   enc_x_mean=get("encoder.x_mean"), enc_x_scale=get("encoder.x_scale"), E=get("encoder.E"),
+                   e0=get("encoder.e0"), M=arrays["M"], f_g=arrays["f_g"], f_B=arrays["f_B"], f_C=arrays["f_C"],
+                   springs=springs, resources=dict(resources or {}), library=library)
 
 
 def _saved_library(info: dict, arrays: dict[str, np.ndarray], dof: int, n_u: int) -> TermLibrary:

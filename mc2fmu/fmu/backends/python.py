@@ -15,7 +15,6 @@ of it stays in the exporting process.  Its modelDescription.xml is replaced by o
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -29,6 +28,7 @@ from ...errors import ExportError
 from ...files import write_zip
 from ...mechanics import rotations
 from ...models import local_linear
+from ...models.artifact import artifact_files
 from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, require_manifold, runtime_config
 from ..description import fmu_variables, model_description_fmi2
 
@@ -65,7 +65,10 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     project.mkdir()
     (project / "fmu.json").write_text(json.dumps(cfg, indent=1))
     # the model artifact, as resources/model/ (pythonfmu copies a folder under its name)
-    shutil.copytree(model_dir, project / MODEL_PREFIX.removeprefix("resources/").rstrip("/"))
+    for name, data in artifact_files(model_dir).items():
+        target = project / MODEL_PREFIX.removeprefix("resources/") / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
     script = work / f"{module}.py"
     script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
                              mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/"),

@@ -44,7 +44,7 @@ TOLERANCE = 1e-12  # max |onnxruntime - torch| of an output, float64, relative t
 OPSET = 18
 
 
-class _DecoderGraph(nn.Module):
+class DecoderGraph(nn.Module):
     def __init__(self, model):
         super().__init__()
         self.decoder = model.decoder
@@ -53,7 +53,7 @@ class _DecoderGraph(nn.Module):
         return self.decoder.value_jh(q)
 
 
-class _PositionsGraph(nn.Module):
+class PositionsGraph(nn.Module):
     def __init__(self, model):
         super().__init__()
         self.decoder = model.decoder
@@ -62,7 +62,7 @@ class _PositionsGraph(nn.Module):
         return self.decoder(q)
 
 
-class _EncoderGraph(nn.Module):
+class EncoderGraph(nn.Module):
     def __init__(self, model):
         super().__init__()
         self.encoder = model.encoder
@@ -116,9 +116,9 @@ def graph_specs(n_u: int) -> dict[str, GraphSpec]:
 
 def _modules(model, n_u: int, dt: float) -> dict[str, nn.Module]:
     return {
-        "decoder": _DecoderGraph(model),
-        "positions": _PositionsGraph(model),
-        "encoder": _EncoderGraph(model),
+        "decoder": DecoderGraph(model),
+        "positions": PositionsGraph(model),
+        "encoder": EncoderGraph(model),
         "rhs": _RhsGraph(model, n_u),
         "step": _StepGraph(model, n_u, dt),
     }

@@ -290,9 +290,9 @@ class TorchManifoldModel(nn.Module):
     def terms(self, q: Tensor, u: Tensor) -> ManifoldTerms:
         """The velocity-free terms at ``q``; with a hull decoder in hull coordinates (``terms.x``
         is then ``y``, ``terms.J`` is ``dy/dq``)."""
-        return self._terms(q, u)[0]
+        return self.terms_and_curvature(q, u)[0]
 
-    def _terms(self, q: Tensor, u: Tensor, v: Tensor | None = None) -> tuple[ManifoldTerms, Tensor | None]:
+    def terms_and_curvature(self, q: Tensor, u: Tensor, v: Tensor | None = None) -> tuple[ManifoldTerms, Tensor | None]:
         """:meth:`terms`; with a velocity ``v``, without the Hessian and with ``H : v v`` instead."""
         ident = None if self.library is None else (self.library, self.identified_coefficients(), self.ident_param, q, u)
         Hvv = None
@@ -317,7 +317,7 @@ class TorchManifoldModel(nn.Module):
     def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
         """``qddot`` at one velocity per sample (the decoder's Hessian enters as ``H : v v``
         only: cheaper than :meth:`terms`, which serves any velocity)."""
-        terms, Hvv = self._terms(q, u, v)
+        terms, Hvv = self.terms_and_curvature(q, u, v)
         return acceleration(terms, v, Hvv)
 
     def step(self, q_prev: Tensor, q: Tensor, u: Tensor, dt) -> Tensor:
@@ -336,13 +336,15 @@ def to_runtime(model: TorchManifoldModel, dt: float, resources: dict[str, bytes]
     dec, enc = model.decoder, model.encoder
     springs = SpringModel(*(a(getattr(model, b)) for b in model.SPRING_BUFFERS), model.spring_laws)
     if isinstance(enc, LinearEncoder):
-        enc_parts = (None, None, None, a(enc.E), a(enc.e0))
+        encoder = {"encoder": None, "enc_x_mean": None, "enc_x_scale": None, "E": a(enc.E), "e0": a(enc.e0)}
     else:
-        enc_parts = (enc.runtime_weights(), a(enc.x_mean), a(enc.x_scale), None, None)
-    library = model.runtime_library()
-    return ManifoldModel(float(dt), tuple(dec.angles), model.step_map_name, dec.runtime_weights(), a(dec.q_mean),
-                         a(dec.q_scale), a(dec.x_mean), a(dec.x_scale), *enc_parts, a(model.M), a(model.f_g),
-                         a(model.f_B), a(model.f_C), springs, dict(resources or {}), library)
+        encoder = {"encoder": enc.runtime_weights(), "enc_x_mean": a(enc.x_mean), "enc_x_scale": a(enc.x_scale),
+                   "E": None, "e0": None}
+    return ManifoldModel(dt=float(dt), angles=tuple(dec.angles), step_map_name=model.step_map_name,
+                         decoder=dec.runtime_weights(), q_mean=a(dec.q_mean), q_scale=a(dec.q_scale),
+                         x_mean=a(dec.x_mean), x_scale=a(dec.x_scale), **encoder, M=a(model.M), f_g=a(model.f_g),
+                         f_B=a(model.f_B), f_C=a(model.f_C), springs=springs, resources=dict(resources or {}),
+                         library=model.runtime_library())
 
 
 def from_runtime(rt: ManifoldModel) -> TorchManifoldModel:

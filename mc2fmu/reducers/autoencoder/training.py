@@ -407,7 +407,7 @@ class LossFunction:
         self._cache[id(W)] = (W, data)
         return data
 
-    def _encode(self, W: Windows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def encode_triplets(self, W: Windows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         z = self._data(W)["enc"]
         q_prev, q, q_next = (self.model.encoder.from_inputs(z[:, k]) for k in range(3))
         return self._continuous(q, q_prev), q, self._continuous(q, q_next)
@@ -446,17 +446,17 @@ class LossFunction:
 
     def rec(self, W: Windows) -> torch.Tensor:
         """L_rec alone."""
-        return self._rec(W, *self._encode(W))[0]
+        return self._rec(W, *self.encode_triplets(W))[0]
 
     def terms(self, W: Windows) -> dict[str, torch.Tensor]:
         m, dt = self.model, W.dt
         x_prev, x, x_next = W.x[:, 0], W.x[:, 1], W.x[:, 2]
-        q_prev, q, q_next = self._encode(W)
+        q_prev, q, q_next = self.encode_triplets(W)
         dec = m.decoder
         Mm = None  # M_m at the training states, when the dynamics term formed it
         if self.cfg.loss == "sim":
             v = m.step_map.training_velocity(q_prev, q, q_next, dt)
-            dyn_terms, Hvv = m._terms(q, W.u[:, 1], v)
+            dyn_terms, Hvv = m.terms_and_curvature(q, W.u[:, 1], v)
             Mm = dyn_terms.Mm
         # with a hull decoder the dynamics' y(q) is the reconstruction's middle sample: decoded
         # once (measured, benchmarks/loss_cost.py: the 3-RRR's closure 21.8 -> 18.7 ms)
@@ -1049,7 +1049,7 @@ def residual_data(model: TorchManifoldModel, loss_fn: "LossFunction", W: Windows
     force's rms per coordinate (numpy).  ``qdot`` is the step map's training velocity and
     ``qddot`` the centred second difference of the encoded triplets."""
     with torch.no_grad():
-        q_prev, q, q_next = loss_fn._encode(W)
+        q_prev, q, q_next = loss_fn.encode_triplets(W)
         v = model.step_map.training_velocity(q_prev, q, q_next, W.dt)
         qdd = (q_next - 2.0 * q + q_prev) / (W.dt * W.dt)
         u = W.u[:, 1]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from ...models.envelope import sample_points
-from ..autoencoder.graphs import _DecoderGraph, _EncoderGraph, export_checked, graph_specs
+from ..autoencoder.graphs import DecoderGraph, EncoderGraph, export_checked, graph_specs
 from ..autoencoder.torch_model import from_runtime
 
 
@@ -30,5 +30,5 @@ def local_pca_graphs(model, envelope, work: str | os.PathLike, check_points: int
     difference to torch per graph (an :class:`~mc2fmu.errors.ExportError` above tolerance)."""
     chart = from_runtime(model.chart)
     specs = {k: v for k, v in graph_specs(model.n_u).items() if k in ("decoder", "encoder")}
-    modules = {"decoder": _DecoderGraph(chart), "encoder": _EncoderGraph(chart)}
+    modules = {"decoder": DecoderGraph(chart), "encoder": EncoderGraph(chart)}
     return export_checked(specs, modules, sample_points(envelope, model.chart, check_points), work)

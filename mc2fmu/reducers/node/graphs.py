@@ -22,7 +22,7 @@ from torch import nn
 from ...models.envelope import sample_points
 from ...models.mlp import get_activation
 from ...models.node import NodeScales, node_acceleration, rk4_step
-from ..autoencoder.graphs import F64, GraphSpec, _PositionsGraph, export_checked
+from ..autoencoder.graphs import F64, GraphSpec, PositionsGraph, export_checked
 from ..autoencoder.torch_model import from_runtime
 
 _SCALES = ("q_mean", "q_scale", "qd_mean", "qd_scale", "u_mean", "u_scale", "a_mean", "a_scale")
@@ -63,5 +63,5 @@ def node_graphs(model, envelope, work: str | os.PathLike, check_points: int = 16
     u = ("u",) if model.n_u else ()
     specs = {"node_step": GraphSpec("node_step", ("q", "qd", *u), ("q_next", "qd_next")),
              "positions": GraphSpec("positions", ("q",), ("x",))}
-    modules = {"node_step": _NodeStepGraph(model), "positions": _PositionsGraph(from_runtime(model.chart))}
+    modules = {"node_step": _NodeStepGraph(model), "positions": PositionsGraph(from_runtime(model.chart))}
     return export_checked(specs, modules, sample_points(envelope, model.chart, check_points), work)

@@ -2,7 +2,7 @@
    reduced model.  Shared by every model, never edited per model.
 
    Build (the FMI 2 headers come from the importer, e.g. fmpy's c-code folder):
-       cc -O2 -fPIC -shared -fvisibility=hidden -I<fmi2 headers> mc2fmu_fmi2.c -o <modelIdentifier>.so -lm
+       cc -O3 -fPIC -shared -fvisibility=hidden -I<fmi2 headers> mc2fmu_fmi2.c -o <modelIdentifier>.so -lm
    Only the fmi2 functions are exported; everything else is static, so several mc2fmu FMUs
    can be loaded into one process. */
 #include "fmi2Functions.h"

@@ -6,8 +6,9 @@
    FMUs loaded in one process share no symbol but the FMI functions, which the importer
    resolves per library.
 
-   The numerics replicate mc2fmu's Python side (mc2fmu/network.py, mc2fmu/dynamics.py and
-   templates/pythonfmu_slave.py.in) operation by operation where practical, in double
+   The numerics replicate mc2fmu's Python side (mc2fmu/models/mlp.py, mc2fmu/models/manifold.py,
+   mc2fmu/models/step_maps.py and templates/pythonfmu_slave.py.in) operation by operation where
+   practical, in double
    precision:
    - decoder: z-scored inputs (cos/sin for angle coordinates), value, Jacobian and Hessian
      propagated through the layers: a = W z + b, Ja = W Jz, Ha = W Hz; then
@@ -24,7 +25,7 @@
      interpolation of the last three grid states at communication points;
    - poses from the decoded points: the polar factor of [(r1-r0),(r2-r0),(r3-r0)]/L by
      Newton's iteration R <- (R + R^-T)/2, the quaternion by Shepperd's method (w >= 0);
-   - the envelope distance of mc2fmu/envelope.py;
+   - the envelope distance of mc2fmu/models/envelope.py;
    - model exchange's getDirectionalDerivative: the accelerations and poses by the complex step
      through a complex twin of the same code (the numerics live in mc2fmu_dynamics.h, included
      once for double and once for double _Complex), exact to rounding. */
