@@ -10,7 +10,8 @@
 
    No include guard: that is the point.  The includer defines mc2fmu_real, MC2FMU_(name),
    MC2FMU_STATIC, MC2FMU_RE, MC2FMU_ABS, MC2FMU_CHANGE (the size of an iteration's update) and
-   the elementary functions MC2FMU_COS, _SIN, _TANH, _EXP, _SQRT, _LOG1P. */
+   the elementary functions MC2FMU_COS, _SIN, _TANH, _EXP, _SQRT, _LOG1P; the end of this file
+   undefines them all, ready for the next inclusion. */
 
 /* ------------------------------------------------------------------ the decoder */
 
@@ -601,29 +602,31 @@ MC2FMU_STATIC void MC2FMU_(node_acceleration)(const mc2fmu_real *q, const mc2fmu
     for (i = 0; i < MC2FMU_NQ; i++) a[i] = z[i] * mc2fmu_node_a_scale[i] + mc2fmu_node_a_mean[i];
 }
 
+/* a stage of the Runge-Kutta step below: from the previous stage's velocity v_prev and
+   acceleration a_prev, v = qd + c a_prev at p = q + c v_prev, and a = f(p, v, u) */
+MC2FMU_STATIC void MC2FMU_(node_stage)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *v_prev,
+                                       const mc2fmu_real *a_prev, const mc2fmu_real *u, double c, mc2fmu_real *v,
+                                       mc2fmu_real *a) {
+    mc2fmu_real p[MC2FMU_NQ];
+    int i;
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        v[i] = qd[i] + c * a_prev[i];
+        p[i] = q[i] + c * v_prev[i];
+    }
+    MC2FMU_(node_acceleration)(p, v, u, a);
+}
+
 /* one classical Runge-Kutta step of (q, qd)' = (qd, f(q, qd, u)), u held (node.rk4_step) */
 MC2FMU_STATIC void MC2FMU_(node_step)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *u, double dt,
                                       mc2fmu_real *q_next, mc2fmu_real *qd_next) {
     const double h = 0.5 * dt;
     mc2fmu_real a1[MC2FMU_NQ], a2[MC2FMU_NQ], a3[MC2FMU_NQ], a4[MC2FMU_NQ];
-    mc2fmu_real v2[MC2FMU_NQ], v3[MC2FMU_NQ], v4[MC2FMU_NQ], p[MC2FMU_NQ];
+    mc2fmu_real v2[MC2FMU_NQ], v3[MC2FMU_NQ], v4[MC2FMU_NQ];
     int i;
     MC2FMU_(node_acceleration)(q, qd, u, a1);
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        v2[i] = qd[i] + h * a1[i];
-        p[i] = q[i] + h * qd[i];
-    }
-    MC2FMU_(node_acceleration)(p, v2, u, a2);
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        v3[i] = qd[i] + h * a2[i];
-        p[i] = q[i] + h * v2[i];
-    }
-    MC2FMU_(node_acceleration)(p, v3, u, a3);
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        v4[i] = qd[i] + dt * a3[i];
-        p[i] = q[i] + dt * v3[i];
-    }
-    MC2FMU_(node_acceleration)(p, v4, u, a4);
+    MC2FMU_(node_stage)(q, qd, qd, a1, u, h, v2, a2);
+    MC2FMU_(node_stage)(q, qd, v2, a2, u, h, v3, a3);
+    MC2FMU_(node_stage)(q, qd, v3, a3, u, dt, v4, a4);
     for (i = 0; i < MC2FMU_NQ; i++) {
         q_next[i] = q[i] + (dt / 6.0) * (qd[i] + 2.0 * v2[i] + 2.0 * v3[i] + v4[i]);
         qd_next[i] = qd[i] + (dt / 6.0) * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i]);
@@ -709,3 +712,15 @@ MC2FMU_STATIC void MC2FMU_(poses)(const mc2fmu_real *x, mc2fmu_real *pose) {
     }
 }
 
+#undef mc2fmu_real
+#undef MC2FMU_
+#undef MC2FMU_STATIC
+#undef MC2FMU_RE
+#undef MC2FMU_ABS
+#undef MC2FMU_CHANGE
+#undef MC2FMU_COS
+#undef MC2FMU_SIN
+#undef MC2FMU_TANH
+#undef MC2FMU_EXP
+#undef MC2FMU_SQRT
+#undef MC2FMU_LOG1P

@@ -82,10 +82,7 @@ fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuType, fmi2Str
     inst->logger = functions->logger;
     inst->env = functions->componentEnvironment;
     inst->logging_on = loggingOn;
-    inst->core.interface = fmuType == fmi2ModelExchange ? MC2FMU_ME : MC2FMU_CS;
-    inst->core.log = mc2fmu_fmi2_log;
-    inst->core.glue = inst;
-    mc2fmu_reset(&inst->core);
+    mc2fmu_init(&inst->core, fmuType == fmi2ModelExchange ? MC2FMU_ME : MC2FMU_CS, mc2fmu_fmi2_log, inst);
     return inst;
 }
 
@@ -129,91 +126,48 @@ fmi2Status fmi2Reset(fmi2Component c) {
 }
 
 fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Real value[]) {
-    size_t i;
     MC2FMU_CHECK(c);
     if (nvr > 0 && (!vr || !value)) return fmi2Error;
-    for (i = 0; i < nvr; i++)
-        if (mc2fmu_get_real(&MC2FMU_INST(c)->core, vr[i], &value[i])) return fmi2Error;
-    return fmi2OK;
+    return mc2fmu_fmi2_status(mc2fmu_get_reals(&MC2FMU_INST(c)->core, vr, nvr, value));
 }
 
 fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Real value[]) {
-    size_t i;
     MC2FMU_CHECK(c);
     if (nvr > 0 && (!vr || !value)) return fmi2Error;
-    for (i = 0; i < nvr; i++)
-        if (mc2fmu_set_real(&MC2FMU_INST(c)->core, vr[i], value[i])) return fmi2Error;
-    return fmi2OK;
+    return mc2fmu_fmi2_status(mc2fmu_set_reals(&MC2FMU_INST(c)->core, vr, nvr, value));
 }
 
-static fmi2Status mc2fmu_fmi2_no_variables(fmi2Component c, size_t nvr, const char *type) {
-    char msg[MC2FMU_MESSAGE];
-    MC2FMU_CHECK(c);
-    if (nvr == 0) return fmi2OK;
-    snprintf(msg, sizeof msg, "the model has no %s variables", type);
-    return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, msg));
-}
+/* the model has Real variables only */
+#define MC2FMU_NO_TYPE(fn, ctype, type)                                                                       \
+    fmi2Status fn(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, ctype value[]) {                \
+        (void)vr;                                                                                             \
+        (void)value;                                                                                          \
+        MC2FMU_CHECK(c);                                                                                      \
+        if (nvr == 0) return fmi2OK;                                                                          \
+        return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "the model has no " type " variables")); \
+    }
 
-fmi2Status fmi2GetInteger(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Integer value[]) {
-    (void)vr;
-    (void)value;
-    return mc2fmu_fmi2_no_variables(c, nvr, "Integer");
-}
-fmi2Status fmi2GetBoolean(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Boolean value[]) {
-    (void)vr;
-    (void)value;
-    return mc2fmu_fmi2_no_variables(c, nvr, "Boolean");
-}
-fmi2Status fmi2GetString(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2String value[]) {
-    (void)vr;
-    (void)value;
-    return mc2fmu_fmi2_no_variables(c, nvr, "String");
-}
-fmi2Status fmi2SetInteger(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Integer value[]) {
-    (void)vr;
-    (void)value;
-    return mc2fmu_fmi2_no_variables(c, nvr, "Integer");
-}
-fmi2Status fmi2SetBoolean(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Boolean value[]) {
-    (void)vr;
-    (void)value;
-    return mc2fmu_fmi2_no_variables(c, nvr, "Boolean");
-}
-fmi2Status fmi2SetString(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2String value[]) {
-    (void)vr;
-    (void)value;
-    return mc2fmu_fmi2_no_variables(c, nvr, "String");
-}
+MC2FMU_NO_TYPE(fmi2GetInteger, fmi2Integer, "Integer")
+MC2FMU_NO_TYPE(fmi2GetBoolean, fmi2Boolean, "Boolean")
+MC2FMU_NO_TYPE(fmi2GetString, fmi2String, "String")
+MC2FMU_NO_TYPE(fmi2SetInteger, const fmi2Integer, "Integer")
+MC2FMU_NO_TYPE(fmi2SetBoolean, const fmi2Boolean, "Boolean")
+MC2FMU_NO_TYPE(fmi2SetString, const fmi2String, "String")
 
 /* FMU state */
 fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *FMUstate) {
-    mc2fmu_state *s;
     MC2FMU_CHECK(c);
-    if (!FMUstate) return fmi2Error;
-    s = (mc2fmu_state *)*FMUstate;
-    if (!s) {
-        s = (mc2fmu_state *)malloc(sizeof *s);
-        if (!s) return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "out of memory for an FMU state"));
-    }
-    memcpy(s, &MC2FMU_INST(c)->core.s, sizeof *s);
-    *FMUstate = s;
-    return fmi2OK;
+    return mc2fmu_fmi2_status(mc2fmu_get_fmu_state(&MC2FMU_INST(c)->core, FMUstate));
 }
 
 fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate FMUstate) {
     MC2FMU_CHECK(c);
-    if (!FMUstate) return fmi2Error;
-    memcpy(&MC2FMU_INST(c)->core.s, FMUstate, sizeof(mc2fmu_state));
-    MC2FMU_INST(c)->core.pose_valid = 0;
-    return fmi2OK;
+    return mc2fmu_fmi2_status(mc2fmu_set_fmu_state(&MC2FMU_INST(c)->core, FMUstate));
 }
 
 fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *FMUstate) {
     (void)c;
-    if (FMUstate) {
-        free(*FMUstate);
-        *FMUstate = NULL;
-    }
+    mc2fmu_free_fmu_state(FMUstate);
     return fmi2OK;
 }
 
@@ -226,27 +180,15 @@ fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate FMUstate, si
 
 fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate FMUstate, fmi2Byte serializedState[], size_t size) {
     MC2FMU_CHECK(c);
-    if (!FMUstate || size < MC2FMU_BLOB_SIZE) return fmi2Error;
-    mc2fmu_serialize(&MC2FMU_INST(c)->core, (const mc2fmu_state *)FMUstate, (unsigned char *)serializedState);
-    return fmi2OK;
+    return mc2fmu_fmi2_status(
+        mc2fmu_serialize_fmu_state(&MC2FMU_INST(c)->core, FMUstate, (unsigned char *)serializedState, size));
 }
 
 fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte serializedState[], size_t size,
                                    fmi2FMUstate *FMUstate) {
-    mc2fmu_state *s;
     MC2FMU_CHECK(c);
-    if (!FMUstate) return fmi2Error;
-    s = (mc2fmu_state *)*FMUstate;
-    if (!s) {
-        s = (mc2fmu_state *)malloc(sizeof *s);
-        if (!s) return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "out of memory for an FMU state"));
-    }
-    if (mc2fmu_deserialize(&MC2FMU_INST(c)->core, (const unsigned char *)serializedState, size, s)) {
-        if (!*FMUstate) free(s);
-        return fmi2Error;
-    }
-    *FMUstate = s;
-    return fmi2OK;
+    return mc2fmu_fmi2_status(
+        mc2fmu_deserialize_fmu_state(&MC2FMU_INST(c)->core, (const unsigned char *)serializedState, size, FMUstate));
 }
 
 fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference vUnknown_ref[], size_t nUnknown,
@@ -313,22 +255,13 @@ fmi2Status fmi2GetEventIndicators(fmi2Component c, fmi2Real eventIndicators[], s
 }
 
 fmi2Status fmi2GetContinuousStates(fmi2Component c, fmi2Real x[], size_t nx) {
-    mc2fmu_core *core;
-    int i;
     MC2FMU_CHECK(c);
-    core = &MC2FMU_INST(c)->core;
-    if (nx != 2 * MC2FMU_NQ) return fmi2Error;
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        x[i] = mc2fmu_cur_q(core)[i];
-        x[MC2FMU_NQ + i] = mc2fmu_cur_qd(core)[i];
-    }
-    return fmi2OK;
+    return mc2fmu_fmi2_status(mc2fmu_get_states(&MC2FMU_INST(c)->core, x, nx));
 }
 
 fmi2Status fmi2GetNominalsOfContinuousStates(fmi2Component c, fmi2Real x_nominal[], size_t nx) {
-    size_t i;
     MC2FMU_CHECK(c);
-    for (i = 0; i < nx; i++) x_nominal[i] = 1.0;
+    mc2fmu_nominals(x_nominal, nx);
     return fmi2OK;
 }
 

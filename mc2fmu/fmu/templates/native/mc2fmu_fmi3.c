@@ -31,6 +31,12 @@ static fmi3Status mc2fmu_fmi3_fail(fmi3Instance c, const char *message) {
     return (fmi3Status)mc2fmu_fail(MC2FMU_CORE(c), message);
 }
 
+/* a call on nvr variables of a kind the model has none of: nothing to do for none */
+static fmi3Status mc2fmu_fmi3_none(fmi3Instance c, size_t nvr, const char *message) {
+    MC2FMU_CHECK(c);
+    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, message);
+}
+
 const char *fmi3GetVersion(void) { return fmi3Version; }
 
 fmi3Status fmi3SetDebugLogging(fmi3Instance c, fmi3Boolean loggingOn, size_t nCategories, const fmi3String categories[]) {
@@ -63,10 +69,7 @@ static fmi3Instance mc2fmu_fmi3_instantiate(int interface, fmi3String instanceNa
     inst->log_message = logMessage;
     inst->env = env;
     inst->logging_on = loggingOn;
-    inst->core.interface = interface;
-    inst->core.log = mc2fmu_fmi3_log;
-    inst->core.glue = inst;
-    mc2fmu_reset(&inst->core);
+    mc2fmu_init(&inst->core, interface, mc2fmu_fmi3_log, inst);
     return inst;
 }
 
@@ -152,22 +155,16 @@ fmi3Status fmi3Reset(fmi3Instance c) {
 
 fmi3Status fmi3GetFloat64(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, fmi3Float64 values[],
                           size_t nValues) {
-    size_t i;
     MC2FMU_CHECK(c);
     if (nValues != nvr) return mc2fmu_fmi3_fail(c, "fmi3GetFloat64: nValues differs from nValueReferences (no arrays)");
-    for (i = 0; i < nvr; i++)
-        if (mc2fmu_get_real(MC2FMU_CORE(c), vr[i], &values[i])) return fmi3Error;
-    return fmi3OK;
+    return (fmi3Status)mc2fmu_get_reals(MC2FMU_CORE(c), vr, nvr, values);
 }
 
 fmi3Status fmi3SetFloat64(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, const fmi3Float64 values[],
                           size_t nValues) {
-    size_t i;
     MC2FMU_CHECK(c);
     if (nValues != nvr) return mc2fmu_fmi3_fail(c, "fmi3SetFloat64: nValues differs from nValueReferences (no arrays)");
-    for (i = 0; i < nvr; i++)
-        if (mc2fmu_set_real(MC2FMU_CORE(c), vr[i], values[i])) return fmi3Error;
-    return fmi3OK;
+    return (fmi3Status)mc2fmu_set_reals(MC2FMU_CORE(c), vr, nvr, values);
 }
 
 /* the model has Float64 variables only */
@@ -176,8 +173,7 @@ fmi3Status fmi3SetFloat64(fmi3Instance c, const fmi3ValueReference vr[], size_t 
         (void)vr;                                                                                              \
         (void)values;                                                                                          \
         (void)nValues;                                                                                         \
-        MC2FMU_CHECK(c);                                                                                       \
-        return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no " type " variables");                 \
+        return mc2fmu_fmi3_none(c, nvr, "the model has no " type " variables");                                \
     }
 
 MC2FMU_NO_TYPE(fmi3GetFloat32, fmi3Float32, "Float32")
@@ -209,8 +205,7 @@ fmi3Status fmi3GetBinary(fmi3Instance c, const fmi3ValueReference vr[], size_t n
     (void)valueSizes;
     (void)values;
     (void)nValues;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no Binary variables");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no Binary variables");
 }
 
 fmi3Status fmi3SetBinary(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, const size_t valueSizes[],
@@ -219,22 +214,19 @@ fmi3Status fmi3SetBinary(fmi3Instance c, const fmi3ValueReference vr[], size_t n
     (void)valueSizes;
     (void)values;
     (void)nValues;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no Binary variables");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no Binary variables");
 }
 
 fmi3Status fmi3GetClock(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, fmi3Clock values[]) {
     (void)vr;
     (void)values;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3SetClock(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, const fmi3Clock values[]) {
     (void)vr;
     (void)values;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3GetNumberOfVariableDependencies(fmi3Instance c, fmi3ValueReference valueReference,
@@ -260,33 +252,18 @@ fmi3Status fmi3GetVariableDependencies(fmi3Instance c, fmi3ValueReference depend
 
 /* FMU state */
 fmi3Status fmi3GetFMUState(fmi3Instance c, fmi3FMUState *FMUState) {
-    mc2fmu_state *s;
     MC2FMU_CHECK(c);
-    if (!FMUState) return fmi3Error;
-    s = (mc2fmu_state *)*FMUState;
-    if (!s) {
-        s = (mc2fmu_state *)malloc(sizeof *s);
-        if (!s) return mc2fmu_fmi3_fail(c, "out of memory for an FMU state");
-    }
-    memcpy(s, &MC2FMU_CORE(c)->s, sizeof *s);
-    *FMUState = s;
-    return fmi3OK;
+    return (fmi3Status)mc2fmu_get_fmu_state(MC2FMU_CORE(c), FMUState);
 }
 
 fmi3Status fmi3SetFMUState(fmi3Instance c, fmi3FMUState FMUState) {
     MC2FMU_CHECK(c);
-    if (!FMUState) return fmi3Error;
-    memcpy(&MC2FMU_CORE(c)->s, FMUState, sizeof(mc2fmu_state));
-    MC2FMU_CORE(c)->pose_valid = 0;
-    return fmi3OK;
+    return (fmi3Status)mc2fmu_set_fmu_state(MC2FMU_CORE(c), FMUState);
 }
 
 fmi3Status fmi3FreeFMUState(fmi3Instance c, fmi3FMUState *FMUState) {
     (void)c;
-    if (FMUState) {
-        free(*FMUState);
-        *FMUState = NULL;
-    }
+    mc2fmu_free_fmu_state(FMUState);
     return fmi3OK;
 }
 
@@ -299,27 +276,14 @@ fmi3Status fmi3SerializedFMUStateSize(fmi3Instance c, fmi3FMUState FMUState, siz
 
 fmi3Status fmi3SerializeFMUState(fmi3Instance c, fmi3FMUState FMUState, fmi3Byte serializedState[], size_t size) {
     MC2FMU_CHECK(c);
-    if (!FMUState || size < MC2FMU_BLOB_SIZE) return fmi3Error;
-    mc2fmu_serialize(MC2FMU_CORE(c), (const mc2fmu_state *)FMUState, (unsigned char *)serializedState);
-    return fmi3OK;
+    return (fmi3Status)mc2fmu_serialize_fmu_state(MC2FMU_CORE(c), FMUState, (unsigned char *)serializedState, size);
 }
 
 fmi3Status fmi3DeserializeFMUState(fmi3Instance c, const fmi3Byte serializedState[], size_t size,
                                    fmi3FMUState *FMUState) {
-    mc2fmu_state *s;
     MC2FMU_CHECK(c);
-    if (!FMUState) return fmi3Error;
-    s = (mc2fmu_state *)*FMUState;
-    if (!s) {
-        s = (mc2fmu_state *)malloc(sizeof *s);
-        if (!s) return mc2fmu_fmi3_fail(c, "out of memory for an FMU state");
-    }
-    if (mc2fmu_deserialize(MC2FMU_CORE(c), (const unsigned char *)serializedState, size, s)) {
-        if (!*FMUState) free(s);
-        return fmi3Error;
-    }
-    *FMUState = s;
-    return fmi3OK;
+    return (fmi3Status)mc2fmu_deserialize_fmu_state(MC2FMU_CORE(c), (const unsigned char *)serializedState, size,
+                                                    FMUState);
 }
 
 fmi3Status fmi3GetDirectionalDerivative(fmi3Instance c, const fmi3ValueReference unknowns[], size_t nUnknowns,
@@ -365,8 +329,7 @@ fmi3Status fmi3GetIntervalDecimal(fmi3Instance c, const fmi3ValueReference vr[],
     (void)vr;
     (void)intervals;
     (void)qualifiers;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3GetIntervalFraction(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, fmi3UInt64 counters[],
@@ -375,15 +338,13 @@ fmi3Status fmi3GetIntervalFraction(fmi3Instance c, const fmi3ValueReference vr[]
     (void)counters;
     (void)resolutions;
     (void)qualifiers;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3GetShiftDecimal(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, fmi3Float64 shifts[]) {
     (void)vr;
     (void)shifts;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3GetShiftFraction(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, fmi3UInt64 counters[],
@@ -391,16 +352,14 @@ fmi3Status fmi3GetShiftFraction(fmi3Instance c, const fmi3ValueReference vr[], s
     (void)vr;
     (void)counters;
     (void)resolutions;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3SetIntervalDecimal(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr,
                                   const fmi3Float64 intervals[]) {
     (void)vr;
     (void)intervals;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3SetIntervalFraction(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr,
@@ -408,15 +367,13 @@ fmi3Status fmi3SetIntervalFraction(fmi3Instance c, const fmi3ValueReference vr[]
     (void)vr;
     (void)counters;
     (void)resolutions;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3SetShiftDecimal(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr, const fmi3Float64 shifts[]) {
     (void)vr;
     (void)shifts;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3SetShiftFraction(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr,
@@ -424,8 +381,7 @@ fmi3Status fmi3SetShiftFraction(fmi3Instance c, const fmi3ValueReference vr[], s
     (void)vr;
     (void)counters;
     (void)resolutions;
-    MC2FMU_CHECK(c);
-    return nvr == 0 ? fmi3OK : mc2fmu_fmi3_fail(c, "the model has no clocks");
+    return mc2fmu_fmi3_none(c, nvr, "the model has no clocks");
 }
 
 fmi3Status fmi3EvaluateDiscreteStates(fmi3Instance c) {
@@ -485,20 +441,13 @@ fmi3Status fmi3GetEventIndicators(fmi3Instance c, fmi3Float64 eventIndicators[],
 }
 
 fmi3Status fmi3GetContinuousStates(fmi3Instance c, fmi3Float64 continuousStates[], size_t nContinuousStates) {
-    int i;
     MC2FMU_CHECK(c);
-    if (nContinuousStates != 2 * MC2FMU_NQ) return fmi3Error;
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        continuousStates[i] = mc2fmu_cur_q(MC2FMU_CORE(c))[i];
-        continuousStates[MC2FMU_NQ + i] = mc2fmu_cur_qd(MC2FMU_CORE(c))[i];
-    }
-    return fmi3OK;
+    return (fmi3Status)mc2fmu_get_states(MC2FMU_CORE(c), continuousStates, nContinuousStates);
 }
 
 fmi3Status fmi3GetNominalsOfContinuousStates(fmi3Instance c, fmi3Float64 nominals[], size_t nContinuousStates) {
-    size_t i;
     MC2FMU_CHECK(c);
-    for (i = 0; i < nContinuousStates; i++) nominals[i] = 1.0;
+    mc2fmu_nominals(nominals, nContinuousStates);
     return fmi3OK;
 }
 

@@ -117,19 +117,7 @@ enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, M
 #define MC2FMU_EXP exp
 #define MC2FMU_SQRT sqrt
 #define MC2FMU_LOG1P log1p
-#include "mc2fmu_dynamics.h"
-#undef mc2fmu_real
-#undef MC2FMU_
-#undef MC2FMU_STATIC
-#undef MC2FMU_RE
-#undef MC2FMU_ABS
-#undef MC2FMU_CHANGE
-#undef MC2FMU_COS
-#undef MC2FMU_SIN
-#undef MC2FMU_TANH
-#undef MC2FMU_EXP
-#undef MC2FMU_SQRT
-#undef MC2FMU_LOG1P
+#include "mc2fmu_dynamics.h" /* which undefines them again */
 
 #if MC2FMU_LPCA
 #include "mc2fmu_lpca.h"
@@ -156,19 +144,7 @@ enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, M
 #define MC2FMU_EXP cexp
 #define MC2FMU_SQRT csqrt
 #define MC2FMU_LOG1P(z) clog(1.0 + (z))
-#include "mc2fmu_dynamics.h"
-#undef mc2fmu_real
-#undef MC2FMU_
-#undef MC2FMU_STATIC
-#undef MC2FMU_RE
-#undef MC2FMU_ABS
-#undef MC2FMU_CHANGE
-#undef MC2FMU_COS
-#undef MC2FMU_SIN
-#undef MC2FMU_TANH
-#undef MC2FMU_EXP
-#undef MC2FMU_SQRT
-#undef MC2FMU_LOG1P
+#include "mc2fmu_dynamics.h" /* which undefines them again */
 #else
 #define MC2FMU_HAS_DIRECTIONAL 0
 #endif
@@ -291,6 +267,15 @@ static void mc2fmu_reset(mc2fmu_core *c) {
     }
     c->s.phase = MC2FMU_INSTANTIATED;
     c->pose_valid = 0;
+}
+
+/* a new instance's core (zeroed by the caller): its interface, the FMI glue's logger and
+   instance data, then the start values */
+static void mc2fmu_init(mc2fmu_core *c, int interface, mc2fmu_log_fn log, void *glue) {
+    c->interface = interface;
+    c->log = log;
+    c->glue = glue;
+    mc2fmu_reset(c);
 }
 
 static int mc2fmu_running(const mc2fmu_core *c) {
@@ -622,6 +607,21 @@ static int mc2fmu_derivatives(mc2fmu_core *c, double *dx, size_t nx) {
     return MC2FMU_OK;
 }
 
+static int mc2fmu_get_states(const mc2fmu_core *c, double *x, size_t nx) {
+    int i;
+    if (nx != 2 * MC2FMU_NQ) return MC2FMU_ERROR;
+    for (i = 0; i < MC2FMU_NQ; i++) {
+        x[i] = mc2fmu_cur_q(c)[i];
+        x[MC2FMU_NQ + i] = mc2fmu_cur_qd(c)[i];
+    }
+    return MC2FMU_OK;
+}
+
+static void mc2fmu_nominals(double *x, size_t nx) {
+    size_t i;
+    for (i = 0; i < nx; i++) x[i] = 1.0;
+}
+
 static int mc2fmu_completed_integrator_step(mc2fmu_core *c) {
     c->s.envelope = mc2fmu_envelope_distance(c->s.xs, c->s.xs + MC2FMU_NQ, c->s.u);
     mc2fmu_check_envelope(c, c->s.time);
@@ -838,6 +838,21 @@ static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
     return MC2FMU_OK;
 }
 
+/* get/set the values of nvr scalar variables (getReal/setReal, getFloat64/setFloat64) */
+static int mc2fmu_get_reals(mc2fmu_core *c, const unsigned *vr, size_t nvr, double *value) {
+    size_t i;
+    for (i = 0; i < nvr; i++)
+        if (mc2fmu_get_real(c, vr[i], &value[i])) return MC2FMU_ERROR;
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_set_reals(mc2fmu_core *c, const unsigned *vr, size_t nvr, const double *value) {
+    size_t i;
+    for (i = 0; i < nvr; i++)
+        if (mc2fmu_set_real(c, vr[i], value[i])) return MC2FMU_ERROR;
+    return MC2FMU_OK;
+}
+
 /* FMU state: a copy of mc2fmu_state; serialised as a header and its bytes (same build only).
    The header carries the model's token, the interface and a checksum of the state's bytes;
    on load every field is checked too, so a corrupted or forged blob is refused instead of
@@ -940,6 +955,60 @@ static int mc2fmu_deserialize(mc2fmu_core *c, const unsigned char *in, size_t si
         }
         memcpy(s, &tmp, sizeof tmp);
     }
+    return MC2FMU_OK;
+}
+
+/* the FMU-state calls of both FMI versions: a state is a heap copy of mc2fmu_state (the
+   caller has checked the instance) */
+static mc2fmu_state *mc2fmu_state_buffer(mc2fmu_core *c, void *state) {
+    mc2fmu_state *s = (mc2fmu_state *)state;
+    if (!s) {
+        s = (mc2fmu_state *)malloc(sizeof *s);
+        if (!s) mc2fmu_fail(c, "out of memory for an FMU state");
+    }
+    return s;
+}
+
+static int mc2fmu_get_fmu_state(mc2fmu_core *c, void **state) {
+    mc2fmu_state *s;
+    if (!state) return MC2FMU_ERROR;
+    s = mc2fmu_state_buffer(c, *state);
+    if (!s) return MC2FMU_ERROR;
+    memcpy(s, &c->s, sizeof *s);
+    *state = s;
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_set_fmu_state(mc2fmu_core *c, const void *state) {
+    if (!state) return MC2FMU_ERROR;
+    memcpy(&c->s, state, sizeof(mc2fmu_state));
+    c->pose_valid = 0;
+    return MC2FMU_OK;
+}
+
+static void mc2fmu_free_fmu_state(void **state) {
+    if (state) {
+        free(*state);
+        *state = NULL;
+    }
+}
+
+static int mc2fmu_serialize_fmu_state(const mc2fmu_core *c, const void *state, unsigned char *out, size_t size) {
+    if (!state || size < MC2FMU_BLOB_SIZE) return MC2FMU_ERROR;
+    mc2fmu_serialize(c, (const mc2fmu_state *)state, out);
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_deserialize_fmu_state(mc2fmu_core *c, const unsigned char *in, size_t size, void **state) {
+    mc2fmu_state *s;
+    if (!state) return MC2FMU_ERROR;
+    s = mc2fmu_state_buffer(c, *state);
+    if (!s) return MC2FMU_ERROR;
+    if (mc2fmu_deserialize(c, in, size, s)) {
+        if (!*state) free(s);
+        return MC2FMU_ERROR;
+    }
+    *state = s;
     return MC2FMU_OK;
 }
 
