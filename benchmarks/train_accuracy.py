@@ -140,6 +140,10 @@ def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
     return out
 
 
+#: the options handed to TrainConfig as they are, when given (in this order: the model directory's name)
+PASSED_ON = ("lbfgs_iters", "lbfgs_tol", "lbfgs_floor", "lbfgs_subset", "gauge_weight", "samples")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m not in UNKNOWN_FORCES])
@@ -173,18 +177,7 @@ def main(argv=None) -> int:
             extra = {}
             if args.hidden:
                 extra["hidden"] = tuple(int(w) for w in args.hidden.split(","))
-            if args.lbfgs_iters is not None:
-                extra["lbfgs_iters"] = args.lbfgs_iters
-            if args.lbfgs_tol is not None:
-                extra["lbfgs_tol"] = args.lbfgs_tol
-            if args.lbfgs_floor is not None:
-                extra["lbfgs_floor"] = args.lbfgs_floor
-            if args.lbfgs_subset is not None:
-                extra["lbfgs_subset"] = args.lbfgs_subset
-            if args.gauge_weight is not None:
-                extra["gauge_weight"] = args.gauge_weight
-            if args.samples is not None:
-                extra["samples"] = args.samples
+            extra.update((k, getattr(args, k)) for k in PASSED_ON if getattr(args, k) is not None)
             cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
                               rollout_steps=args.rollout, rollout_weight=args.rollout_weight, warmup=args.warmup, **extra)
             # the defaults' models are <name>-<mode>-w1, which fmu_accuracy.py and the tests read
