@@ -4,6 +4,7 @@ command-line options (:func:`mc2fmu.reducers.base.add_config_arguments`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import TrainingError
@@ -28,34 +29,27 @@ def _opt(flag: str, help: str, **kw) -> dict:
     return {"flag": flag, "help": help, **kw}
 
 
-def dof_value(text: str) -> int | str:
-    """``--dof``: a positive integer, or ``auto`` (estimated from the data)."""
-    if text.strip() == "auto":
-        return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{text!r}: give the number of minimal coordinates or auto") from None
+def _or_auto(convert: Callable[[str], int | float], what: str) -> Callable[[str], int | float | str]:
+    """The parser of an option's text: ``auto``, or ``convert(text)`` (``what`` it must be
+    otherwise, for the error)."""
+
+    def parse(text: str) -> int | float | str:
+        if str(text).strip() == "auto":
+            return "auto"
+        try:
+            return convert(text)
+        except ValueError:
+            raise ValueError(f"{text!r}: give {what} or auto") from None
+
+    return parse
 
 
-def count_or_auto(text: str) -> int | str:
-    """A count, or ``auto`` (the default the config derives)."""
-    if str(text).strip() == "auto":
-        return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{text!r}: give a whole number or auto") from None
-
-
-def weight_or_auto(text: str) -> float | str:
-    """A loss weight, or ``auto`` (the default the config derives)."""
-    if str(text).strip() == "auto":
-        return "auto"
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"{text!r}: give a weight >= 0 or auto") from None
+#: ``--dof``: a positive integer, or ``auto`` (estimated from the data)
+dof_value = _or_auto(int, "the number of minimal coordinates")
+#: a count, or ``auto`` (the default the config derives)
+count_or_auto = _or_auto(int, "a whole number")
+#: a loss weight, or ``auto`` (the default the config derives)
+weight_or_auto = _or_auto(float, "a weight >= 0")
 
 
 #: L_gauge's weight for one learnt coordinate (``gauge_weight = "auto"``).  Measured with the
