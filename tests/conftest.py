@@ -7,13 +7,32 @@ rotation, velocity and angular velocity, so checks have an independent reference
 from __future__ import annotations
 
 import os
+import pickle
 import textwrap
 from pathlib import Path
 
-import numpy as np
-import pytest
+# pytest-xdist runs the suite in one worker process per core: one torch / BLAS thread each
+# (read when torch is first imported, and inherited by the commands the tests start)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
-from mc2fmu.data.poses import write_run
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from filelock import FileLock  # noqa: E402
+
+from mc2fmu.data.poses import write_run  # noqa: E402
+
+
+def shared_dir(tmp_path_factory, name: str) -> Path:
+    """A folder every worker of this test run shares (the workers' common temporary root
+    under pytest-xdist, this run's own otherwise): what one worker makes there, the others
+    reuse, under a :class:`FileLock`."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / f"shared-{name}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 MECHANISM_TOML = textwrap.dedent(
     """\
@@ -96,26 +115,30 @@ def toy_run(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------------------- Exudyn reference data
 
 
-@pytest.fixture(scope="session")
-def reference_dir(tmp_path_factory) -> Path:
-    """A session folder for generated reference runs (Exudyn, deterministic)."""
-    return tmp_path_factory.mktemp("reference")
-
-
 _RUN_CACHE: dict[tuple[str, str], dict] = {}
 
 
 @pytest.fixture(scope="session")
-def reference_run(reference_dir):
-    """``reference_run(name, excitation)``: simulate once per session, write the run file and
-    ``mechanism.toml`` into the session folder; returns the engine's arrays plus ``path``."""
+def reference_run(tmp_path_factory):
+    """``reference_run(name, excitation)``: simulate once per test run (across the xdist
+    workers: the run and the engine's arrays are kept in a shared folder), write the run file
+    and ``mechanism.toml``; returns the engine's arrays plus ``path``."""
     pytest.importorskip("exudyn")
     from examples.reference import write_run_file
+
+    folder = shared_dir(tmp_path_factory, "reference")
 
     def get(name: str, excitation: str = "train") -> dict:
         key = (name, excitation)
         if key not in _RUN_CACHE:
-            _RUN_CACHE[key] = write_run_file(name, excitation, reference_dir)
+            saved = folder / f"{name}-{excitation}.pkl"
+            with FileLock(str(folder / f"{name}.lock")):  # one writer per mechanism folder
+                if saved.exists():
+                    run = pickle.loads(saved.read_bytes())
+                else:
+                    run = write_run_file(name, excitation, folder)
+                    saved.write_bytes(pickle.dumps(run))
+            _RUN_CACHE[key] = run
         return _RUN_CACHE[key]
 
     return get
@@ -158,26 +181,32 @@ BRIEF_LBFGS = {"four_bar": 40, "slider_crank": 100}
 def trained(reference_run, tmp_path_factory):
     """``trained(name)`` -> (model_dir, mechanism_path, train_run): four_bar and slider_crank
     trained briefly (1 DOF); two_bar (2 DOF) and macpherson barely (export checks only)."""
-    from mc2fmu.pipeline import train as fit
-    from mc2fmu.reducers.autoencoder.config import TrainConfig
-
     cache: dict[str, tuple] = {}
-    root = tmp_path_factory.mktemp("native-models")
+    root = shared_dir(tmp_path_factory, "native-models")  # trained once across the xdist workers
 
     def get(name: str):
         if name not in cache:
             run = reference_run(name, "train")
             mech = Path(run["path"]).parent.parent / "mechanism.toml"
-            # L-BFGS iterations: the slider-crank's hull-decoder model after 40 left its envelope at 0.83 s
-            # of the training run (the parity tests compare at least 1 s), after 100 it stays near it for
-            # the whole 10 s; the four_bar's after 40 leaves it at 2.2 s
-            cfg = (TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=BRIEF_LBFGS[name]) if name in TRAINED else
-                   TrainConfig(dof=2 if name == "two_bar" else 1, samples=64, adam_epochs=2, lbfgs_iters=2))
-            fit(mech, [run["path"]], cfg, root / name)
+            with FileLock(str(root / f"{name}.lock")):
+                if not (root / name / "model.json").exists():
+                    _fit_briefly(name, mech, run["path"], root / name)
             cache[name] = (root / name, mech, run["path"])
         return cache[name]
 
     return get
+
+
+def _fit_briefly(name: str, mech: Path, run: str, out: Path) -> None:
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    # L-BFGS iterations: the slider-crank's hull-decoder model after 40 left its envelope at 0.83 s
+    # of the training run (the parity tests compare at least 1 s), after 100 it stays near it for
+    # the whole 10 s; the four_bar's after 40 leaves it at 2.2 s
+    cfg = (TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=BRIEF_LBFGS[name]) if name in TRAINED else
+           TrainConfig(dof=2 if name == "two_bar" else 1, samples=64, adam_epochs=2, lbfgs_iters=2))
+    fit(mech, [run], cfg, out)
 
 
 @pytest.fixture(scope="session")

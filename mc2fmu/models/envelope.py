@@ -1,7 +1,7 @@
 """The training envelope: the range of q, qdot and the inputs a model has learnt.
 
-Outside the trained range every learned decoder extrapolates and soon diverges (METHOD.md
-section 3), so the model must know its range.  :func:`distance` is 0 inside and grows with
+Outside the trained range every learned decoder extrapolates and soon diverges (docs/method.md,
+the envelope), so the model must know its range.  :func:`distance` is 0 inside and grows with
 the largest normalised excursion outside: ``max_c max(0, lo_c - v_c, v_c - hi_c) / span_c``
 over every channel ``c`` of q, qdot and u, ``span_c = hi_c - lo_c``.  A value of 0.1 means
 10 % of a channel's training span beyond its edge.  An angle-type coordinate whose training

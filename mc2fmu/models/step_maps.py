@@ -36,7 +36,7 @@ class StepMap:
 
 class PaperMap(StepMap):
     """Seed 000, Algorithm 1: ``v = (q_i - q_{i-1})/dt``, ``q_{i+1} = 2 q_i - q_{i-1} + dt^2 a(v)``.
-    Its velocity lags half a step: an error floor of its own (METHOD.md section 3)."""
+    Its velocity lags half a step: an error floor of its own (docs/method.md, the step maps)."""
 
     name = "paper"
     description = "seed 000 Algorithm 1: velocity (q_i - q_{i-1})/dt in G_m"

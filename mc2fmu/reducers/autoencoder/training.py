@@ -1,4 +1,4 @@
-"""Training the physics-informed autoencoder (seed 000, Algorithms 1-2, appendix; METHOD.md section 3).
+"""Training the physics-informed autoencoder (seed 000, Algorithms 1-2, appendix; docs/method.md).
 
 Loss, each term divided per coordinate by its data spread so that every term counts:
 
