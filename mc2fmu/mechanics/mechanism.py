@@ -49,7 +49,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,17 +264,8 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
     elif len(raw_bodies) > MAX_BODIES:
         raise MechanismError(f"{source}: bodies: {len(raw_bodies)} bodies; mc2fmu takes at most {MAX_BODIES} "
                              "(12 natural coordinates each)")
-    seen: set[str] = set()
-    for i, rb in enumerate(raw_bodies):
-        item = f"bodies[{i}]"
-        if not isinstance(rb, dict):
-            bad(item, "must be a table with keys name, mass, com, inertia")
-            continue
-        bname = rb.get("name")
-        if isinstance(bname, str):
-            item = f"body {_short(bname)}"
-        misspelt = _unknown_keys(rb, _BODY_KEYS, item, bad)
-        _check_name(bname, seen, "body", item, bad)
+    for rb, item, bname, misspelt in _entries(raw_bodies, "bodies", "body", _BODY_KEYS,
+                                              "name, mass, com, inertia", bad):
         mass = rb.get("mass")
         if not _is_number(mass):
             bad(item, f"mass {_short(mass)} must be a finite number in kg")
@@ -297,18 +288,10 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
     if not isinstance(raw_inputs, list):
         bad("inputs", "must be a list of [[inputs]] tables")
         raw_inputs = []
-    seen_inputs: set[str] = set()
     body_names = {b.get("name") for b in raw_bodies if isinstance(b, dict) and isinstance(b.get("name"), str)}
-    for i, ri in enumerate(raw_inputs):
-        item = f"inputs[{i}]"
-        if not isinstance(ri, dict):
-            bad(item, "must be a table with keys name, kind, body, direction (and point for a force)")
-            continue
-        iname = ri.get("name")
-        if isinstance(iname, str):
-            item = f"input {_short(iname)}"
-        _unknown_keys(ri, _INPUT_KEYS, item, bad)
-        _check_name(iname, seen_inputs, "input", item, bad, reserved={"time": "the time column of a run"})
+    for ri, item, iname, _ in _entries(raw_inputs, "inputs", "input", _INPUT_KEYS,
+                                       "name, kind, body, direction (and point for a force)", bad,
+                                       reserved={"time": "the time column of a run"}):
         kind = ri.get("kind")
         if kind not in INPUT_KINDS:
             bad(item, f"kind {_short(kind)} must be one of {', '.join(INPUT_KINDS)}")
@@ -350,18 +333,8 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
     if not isinstance(raw, list):
         bad("springs", "must be a list of [[springs]] tables")
         return springs
-    seen: set[str] = set()
     ends = sorted(str(b) for b in body_names) + [GROUND]
-    for i, rs in enumerate(raw):
-        item = f"springs[{i}]"
-        if not isinstance(rs, dict):
-            bad(item, f"must be a table with keys {', '.join(sorted(_SPRING_KEYS))}")
-            continue
-        sname = rs.get("name")
-        if isinstance(sname, str):
-            item = f"spring {_short(sname)}"
-        _unknown_keys(rs, _SPRING_KEYS, item, bad)
-        _check_name(sname, seen, "spring", item, bad)
+    for rs, item, sname, _ in _entries(raw, "springs", "spring", _SPRING_KEYS, ", ".join(sorted(_SPRING_KEYS)), bad):
         ok = isinstance(sname, str)
         points = {}
         for end in ("a", "b"):
@@ -407,6 +380,26 @@ def _springs(raw: Any, body_names: set, bad) -> list[Spring]:
         if ok:
             springs.append(Spring(sname, rs["body_a"], points["a"], rs["body_b"], points["b"], **values))
     return springs
+
+
+def _entries(raw: list, section: str, what: str, valid: set[str], keys: str, bad,
+             reserved: dict[str, str] | None = None) -> Iterator[tuple[dict, str, Any, set[str]]]:
+    """The tables of a ``[[section]]`` list, each as ``(table, item, name, misspelt)``, its keys
+    and name checked: ``item`` names it in messages (``what 'name'``, else ``section[i]``),
+    ``misspelt`` the valid keys its unknown ones probably meant.  An entry that is no table is
+    reported (a table with ``keys``) and passed over."""
+    seen: set[str] = set()
+    for i, table in enumerate(raw):
+        item = f"{section}[{i}]"
+        if not isinstance(table, dict):
+            bad(item, f"must be a table with keys {keys}")
+            continue
+        name = table.get("name")
+        if isinstance(name, str):
+            item = f"{what} {_short(name)}"
+        misspelt = _unknown_keys(table, valid, item, bad)
+        _check_name(name, seen, what, item, bad, reserved)
+        yield table, item, name, misspelt
 
 
 def _check_name(name: Any, seen: set[str], what: str, item: str, bad, reserved: dict[str, str] | None = None) -> None:
