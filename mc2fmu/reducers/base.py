@@ -192,6 +192,28 @@ def config_to_dict(config) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(config).items()}
 
 
+def trained_artifact(reducer: str, model, dataset, config, metrics: dict,
+                     graphs: Callable[[Any, str], tuple[dict[str, bytes], dict[str, float]]], *, coordinates=(),
+                     versions: dict | None = None, extra: dict | None = None):
+    """What a reducer's ``fit`` returns: the artifact of ``model`` trained on ``dataset``, its
+    training record the ``metrics``, the ``config``, its seed and the entries of ``extra``;
+    and the python FMU backend's ONNX graphs, ``graphs(envelope, folder) -> (files,
+    max differences from torch)``, in the model's resources and their differences in the record."""
+    import tempfile
+
+    from ..models.artifact import build_artifact
+
+    art = build_artifact(reducer, model, dataset, coordinates=coordinates,
+                         training={"metrics": metrics, "config": config_to_dict(config), "seed": config.seed,
+                                   **(extra or {})},
+                         versions=versions)
+    with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
+        files, errors = graphs(art.envelope, tmp)
+    model.resources.update(files)
+    art.training["onnx_max_difference"] = errors
+    return art
+
+
 # ------------------------------------------------------------------ checkpoints
 
 

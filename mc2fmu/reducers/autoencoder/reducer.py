@@ -7,15 +7,14 @@ as resources for the python FMU backend."""
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from ...models.artifact import ModelArtifact, build_artifact
+from ...models.artifact import ModelArtifact
 from ...models.terms import equation
-from ..base import Checkpointer, config_to_dict
+from ..base import Checkpointer, trained_artifact
 from .config import TrainConfig
 from .graphs import onnx_graphs
 from .torch_model import from_runtime, to_runtime
@@ -55,16 +54,10 @@ class AutoencoderReducer:
         if runtime.library is not None:
             names = list(config.coords) or [f"q{i + 1}" for i in range(runtime.dof)]
             result.metrics["identified"] = equation(runtime.library, names, list(dataset.mechanism.input_names))
-        art = build_artifact(self.name, runtime, dataset, coordinates=config.coords,
-                             training={"metrics": result.metrics, "config": config_to_dict(config),
-                                       "seed": config.seed},
-                             versions={"torch": torch.__version__})
-        with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
-            # from the run-time model's own weights (the hull basis folded in), checked against torch
-            graphs, errors = onnx_graphs(from_runtime(runtime), runtime, art.envelope, tmp)
-        runtime.resources.update(graphs)
-        art.training["onnx_max_difference"] = errors
-        return art
+        # the graphs from the run-time model's own weights (the hull basis folded in), checked against torch
+        return trained_artifact(self.name, runtime, dataset, config, result.metrics,
+                                lambda envelope, tmp: onnx_graphs(from_runtime(runtime), runtime, envelope, tmp),
+                                coordinates=config.coords, versions={"torch": torch.__version__})
 
 
 AUTOENCODER = AutoencoderReducer()

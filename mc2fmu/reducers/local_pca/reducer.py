@@ -5,13 +5,13 @@ for the python FMU backend."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 
-from ...models.artifact import ModelArtifact, build_artifact
+from ...models.artifact import ModelArtifact
 from ...models.charted import LocalPcaModel
-from ..base import Checkpointer, config_to_dict
+from ..base import Checkpointer, trained_artifact
 from ..chart import chart_for
 from .config import LocalPcaConfig
 from .fit import fit_local_linear
@@ -39,15 +39,8 @@ class LocalPcaReducer:
                       "val": None})
         record = {"train_seconds": now - t0, "fit_seconds": now - t1, "clusters": clusters, "modes": modes}
         model = LocalPcaModel(chart, rom)
-        art = build_artifact(self.name, model, dataset, coordinates=coords,
-                             training={"metrics": record, "config": config_to_dict(config), "seed": config.seed,
-                                       "coordinates": chart_record})
-        # the python FMU backend's graphs, checked against torch over the envelope
-        with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
-            graphs, errors = local_pca_graphs(model, art.envelope, tmp)
-        model.resources.update(graphs)
-        art.training["onnx_max_difference"] = errors
-        return art
+        return trained_artifact(self.name, model, dataset, config, record, partial(local_pca_graphs, model),
+                                coordinates=coords, extra={"coordinates": chart_record})
 
 
 LOCAL_PCA = LocalPcaReducer()

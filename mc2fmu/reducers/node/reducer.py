@@ -4,17 +4,17 @@ with its ONNX graphs (:mod:`.graphs`) for the python FMU backend."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
 from ...mechanics.natural import finite_difference_velocity
-from ...models.artifact import ModelArtifact, build_artifact
+from ...models.artifact import ModelArtifact
 from ...models.charted import NodeModel
 from ...models.manifold import unwrap_angles
-from ..base import Checkpointer, config_to_dict
+from ..base import Checkpointer, trained_artifact
 from ..chart import chart_for
 from .config import NodeReducerConfig
 from .graphs import node_graphs
@@ -47,16 +47,9 @@ class NodeReducer:
         now = time.perf_counter()
         record.update({"train_seconds": now - t0, "node_seconds": now - t1, "val_loss": record["best_val"]})
         model = NodeModel(chart, dyn)
-        art = build_artifact(self.name, model, dataset, coordinates=coords,
-                             training={"metrics": record, "config": config_to_dict(config), "seed": config.seed,
-                                       "coordinates": chart_record},
-                             versions={"torch": torch.__version__})
-        # the python FMU backend's graphs, checked against torch over the envelope
-        with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
-            graphs, errors = node_graphs(model, art.envelope, tmp)
-        model.resources.update(graphs)
-        art.training["onnx_max_difference"] = errors
-        return art
+        return trained_artifact(self.name, model, dataset, config, record, partial(node_graphs, model),
+                                coordinates=coords, versions={"torch": torch.__version__},
+                                extra={"coordinates": chart_record})
 
 
 NODE = NodeReducer()
