@@ -212,22 +212,15 @@ def load_mechanism(path: str | os.PathLike) -> Mechanism:
         raise MechanismError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MechanismError(f"{path}: cannot read ({exc})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise MechanismError(f"{path}: line {exc.lineno}, column {exc.colno}: malformed JSON: {exc.msg}") from None
-        except (RecursionError, ValueError) as exc:  # nesting, or an integer of thousands of digits
-            raise MechanismError(f"{path}: not a mechanism file ({type(exc).__name__}: nested or sized beyond reason)") from None
-    elif path.suffix.lower() == ".toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise MechanismError(f"{path}: malformed TOML: {_toml_message(exc)}") from None
-        except (RecursionError, ValueError) as exc:
-            raise MechanismError(f"{path}: not a mechanism file ({type(exc).__name__}: nested or sized beyond reason)") from None
-    else:
+    if path.suffix.lower() not in _READERS:
         raise MechanismError(f"{path}: unknown mechanism file type '{path.suffix}'; use .toml or .json")
+    loads, syntax_error, describe = _READERS[path.suffix.lower()]
+    try:
+        data = loads(text)
+    except syntax_error as exc:
+        raise MechanismError(f"{path}: {describe(exc)}") from None
+    except (RecursionError, ValueError) as exc:  # nesting, or an integer of thousands of digits
+        raise MechanismError(f"{path}: not a mechanism file ({type(exc).__name__}: nested or sized beyond reason)") from None
     return mechanism_from_dict(data, source=str(path))
 
 
@@ -238,6 +231,14 @@ def _toml_message(exc: tomllib.TOMLDecodeError) -> str:
     if m:
         return f"line {m[1]}, column {m[2]}: {msg[: m.start()].strip()}"
     return msg
+
+
+#: per file type: the parser, its syntax error and that error's message
+_READERS = {
+    ".json": (json.loads, json.JSONDecodeError,
+              lambda exc: f"line {exc.lineno}, column {exc.colno}: malformed JSON: {exc.msg}"),
+    ".toml": (tomllib.loads, tomllib.TOMLDecodeError, lambda exc: f"malformed TOML: {_toml_message(exc)}"),
+}
 
 
 def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
