@@ -98,94 +98,73 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mc2fmu {__version__}")
     parser.set_defaults(verbose=0, quiet=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_parser = sub.add_parser
 
-    def add_parser(*a, **kw):
-        return _add_parser(*a, parents=[common], **kw)
+    def command(name: str, func, help: str, description: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=description, formatter_class=_formatter, parents=[common])
+        p.set_defaults(func=func)
+        return p
 
-    sub.add_parser = add_parser
+    # arguments several commands take alike
+    mechanism = {"metavar": "MECHANISM", "help": "mechanism file (.toml or .json)"}
+    runs_or_dataset = {"metavar": "RUN", "nargs": "+", "help": "pose export(s), or one dataset .npz from `mc2fmu ingest`"}
+    model_dir = {"metavar": "MODEL_DIR", "help": "directory written by `mc2fmu train`"}
+    fmi = {"type": int, "default": 2, "choices": (2, 3), "help": "FMI version (default 2; 3 is native only)"}
 
-    p = sub.add_parser(
-        "ingest", help="pose exports + mechanism -> natural-coordinate dataset (.npz)",
-        description=INGEST_HELP, formatter_class=_formatter,
-    )
-    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
+    p = command("ingest", _cmd_ingest, "pose exports + mechanism -> natural-coordinate dataset (.npz)", INGEST_HELP)
+    p.add_argument("mechanism", **mechanism)
     p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s): .csv, .csv.gz or .npz")
     p.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="dataset to write")
-    p.set_defaults(func=_cmd_ingest)
 
-    p = sub.add_parser(
-        "estimate-dof", help="the number of minimal coordinates, estimated from the runs (with the evidence)",
-        description=ESTIMATE_DOF_HELP, formatter_class=_formatter,
-    )
-    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
-    p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s), or one dataset .npz from `mc2fmu ingest`")
-    p.set_defaults(func=_cmd_estimate_dof)
+    p = command("estimate-dof", _cmd_estimate_dof,
+                "the number of minimal coordinates, estimated from the runs (with the evidence)", ESTIMATE_DOF_HELP)
+    p.add_argument("mechanism", **mechanism)
+    p.add_argument("runs", **runs_or_dataset)
 
-    p = sub.add_parser(
-        "train", help="learn minimal coordinates and the reduced ODE -> model directory",
-        description=TRAIN_HELP, formatter_class=_formatter,
-    )
-    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
-    p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s), or one dataset .npz from `mc2fmu ingest`")
+    p = command("train", _cmd_train, "learn minimal coordinates and the reduced ODE -> model directory", TRAIN_HELP)
+    p.add_argument("mechanism", **mechanism)
+    p.add_argument("runs", **runs_or_dataset)
     _add_training_arguments(p)
     p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                    help="write the training state to MODEL_DIR.checkpoint.pt this often (default 30; 0: only on Ctrl-C)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted training from MODEL_DIR.checkpoint.pt (same data and options)")
     p.add_argument("-o", "--output", required=True, metavar="MODEL_DIR", help="model directory to write")
-    p.set_defaults(func=_cmd_train)
 
-    p = sub.add_parser(
-        "simulate", help="roll a trained model out on a run's inputs -> pose CSV",
-        description=SIMULATE_HELP, formatter_class=_formatter,
-    )
-    p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
+    p = command("simulate", _cmd_simulate, "roll a trained model out on a run's inputs -> pose CSV", SIMULATE_HELP)
+    p.add_argument("model", **model_dir)
     p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file the run belongs to")
     p.add_argument("run", metavar="RUN", help="pose export whose initial state and inputs drive the model")
     p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="poses + q, qd, envelope (.csv, .csv.gz, .npz)")
-    p.set_defaults(func=_cmd_simulate)
 
-    p = sub.add_parser(
-        "linearize", help="the reduced model's A, B, C, D at an equilibrium (or a given state) -> JSON",
-        description=LINEARIZE_HELP, formatter_class=_formatter,
-    )
-    p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
+    p = command("linearize", _cmd_linearize,
+                "the reduced model's A, B, C, D at an equilibrium (or a given state) -> JSON", LINEARIZE_HELP)
+    p.add_argument("model", **model_dir)
     p.add_argument("--at", nargs="+", default=[], metavar="NAME=V1[,V2...]",
                    help="the operating point: u=... (the input; default 0), q=... (a state instead of the "
                         "equilibrium), qd=... (with q; default 0)")
     p.add_argument("-o", "--output", required=True, metavar="LIN.json", help="A, B, C, D and the modes as JSON")
-    p.set_defaults(func=_cmd_linearize)
 
-    p = sub.add_parser(
-        "from-mujoco", help="MuJoCo model + recorded trajectories -> mechanism.toml + pose exports",
-        description=FROM_MUJOCO_HELP, formatter_class=_formatter,
-    )
+    p = command("from-mujoco", _cmd_from_mujoco,
+                "MuJoCo model + recorded trajectories -> mechanism.toml + pose exports", FROM_MUJOCO_HELP)
     p.add_argument("model", metavar="MODEL.xml", help="MuJoCo model (MJCF .xml, or compiled .mjb)")
     p.add_argument("trajectories", metavar="TRAJ.npz", nargs="+", help="recorded trajectories: time, qpos, ctrl")
     p.add_argument("-o", "--output", required=True, metavar="OUT_DIR",
                    help="directory to write mechanism.toml and runs/<TRAJ>.csv.gz into")
-    p.set_defaults(func=_cmd_from_mujoco)
 
-    p = sub.add_parser(
-        "export", help="trained model directory -> FMU (FMI 2.0/3.0, co-simulation/model exchange)",
-        description=EXPORT_HELP, formatter_class=_formatter,
-    )
-    p.add_argument("model", metavar="MODEL_DIR", help="directory written by `mc2fmu train`")
+    p = command("export", _cmd_export,
+                "trained model directory -> FMU (FMI 2.0/3.0, co-simulation/model exchange)", EXPORT_HELP)
+    p.add_argument("model", **model_dir)
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write (OUT.casadi with --format casadi)")
     p.add_argument("--format", default="fmu", choices=("fmu", "casadi"),
                    help="fmu (default), or casadi: the reduced ODE as a CasADi function for MPC (needs casadi)")
     p.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
                    help="; ".join(f"{k}: {v[0]} (models of: {', '.join(v[3])})" for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
-    p.add_argument("--fmi", type=int, default=2, choices=(2, 3), help="FMI version (default 2; 3 is native only)")
+    p.add_argument("--fmi", **fmi)
     p.add_argument("--interface", default="cs", choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only)")
-    p.set_defaults(func=_cmd_export)
 
-    p = sub.add_parser(
-        "validate", help="run an FMU with fmpy on reference runs and report its accuracy",
-        description=VALIDATE_HELP, formatter_class=_formatter,
-    )
+    p = command("validate", _cmd_validate, "run an FMU with fmpy on reference runs and report its accuracy",
+                VALIDATE_HELP)
     p.add_argument("fmu", metavar="FMU", help="FMU written by `mc2fmu export`")
     p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file the runs belong to")
     p.add_argument("runs", metavar="RUN", nargs="+", help="reference pose export(s): initial state, inputs, expected poses")
@@ -194,35 +173,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="stop a run whose simulation has not ended after SECONDS (wall time; e.g. an FMU that hangs), "
                         "killing the FMU's process, with an error (default: 60 s + 100 x the run's simulated length)")
-    p.set_defaults(func=_cmd_validate)
 
-    p = sub.add_parser(
-        "convert", help="ingest + train + export + validate in one go -> FMU and report",
-        description=CONVERT_HELP, formatter_class=_formatter,
-    )
-    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file (.toml or .json)")
+    p = command("convert", _cmd_convert, "ingest + train + export + validate in one go -> FMU and report",
+                CONVERT_HELP)
+    p.add_argument("mechanism", **mechanism)
     p.add_argument("runs", metavar="RUN", nargs="+", help="pose export(s) to train on")
     p.add_argument("--validate", nargs="+", default=[], metavar="RUN",
                    help="held-out pose export(s) to validate on as well (the training runs always are)")
     p.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
                    help=f"FMU backend (default {DEFAULT_BACKEND}; python: see `mc2fmu export --help`)")
-    p.add_argument("--fmi", type=int, default=2, choices=(2, 3), help="FMI version (default 2; 3 is native only)")
+    p.add_argument("--fmi", **fmi)
     p.add_argument("--interface", default="cs", choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only); "
                         "validation runs the co-simulation interface, so me alone is not validated")
     _add_training_arguments(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu",
                    help="FMU to write; the model goes to OUT.model/, the report to OUT.report/")
-    p.set_defaults(func=_cmd_convert)
 
-    p = sub.add_parser(
-        "demo", help="the whole pipeline on a bundled mechanism (a few minutes) -> FMU and report",
-        description=DEMO_HELP, formatter_class=_formatter,
-    )
+    p = command("demo", _cmd_demo, "the whole pipeline on a bundled mechanism (a few minutes) -> FMU and report",
+                DEMO_HELP)
     p.add_argument("--mechanism", default="four_bar", choices=list(DEMO_MECHANISMS),
                    help="the bundled mechanism (default four_bar)")
     p.add_argument("-o", "--output", default="out/demo", metavar="DIR", help="directory for everything (default out/demo)")
-    p.set_defaults(func=_cmd_demo)
     return parser
 
 
