@@ -14,6 +14,8 @@ suite would assert:
 * ``accuracy-*``: position NRMSE at most 0.5 % on the training run and 2 % on the held-out
   `low` and `shape` runs (four-bar and MacPherson with known coordinates, slider-crank with
   learnt ones); on `high` the envelope flag rises before the error passes 10 %;
+* ``convert-four_bar``: the same targets for `mc2fmu convert`'s FMU under fmpy (learnt
+  coordinates);
 * ``frequencies-*``: the small-oscillation frequencies of the linearised model within 1 % of
   Exudyn's (four-bar, five-bar);
 * ``closed-loop``: a controller designed on the reduced model tracks on its native FMU and on
@@ -107,6 +109,22 @@ def read_simulate_output(path: Path, mechanism) -> dict:
     return {"t": table[:, col["time"]], "origin": origin, "envelope": table[:, col["envelope"]]}
 
 
+def reference_leaves_envelope(model_dir, mech_path, run_path) -> bool:
+    """Does the reference run itself (encoded by the model, central-difference velocity, its
+    inputs) leave the training envelope?  (The shape run's velocity can, by about 1 %.)"""
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.mechanics.natural import nc_from_poses
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import LEAVE_THRESHOLD
+
+    art = load_artifact(model_dir)
+    run = read_run(run_path, load_mechanism(mech_path))
+    q = art.encode_series(nc_from_poses(art.layout, run.origin, run.rotation))
+    qd = np.gradient(q, run.dt, axis=0)
+    return bool(art.envelope.distance(q, qd, run.u).max() > LEAVE_THRESHOLD)
+
+
 # ---------------------------------------------------------------------------- the checks
 
 
@@ -158,6 +176,34 @@ def _accuracy_check(name: str, extra: list[str]):
         assert flagged.size and (over.size == 0 or flagged[0] < over[0]), figure
         return figure
     return check
+
+
+def check_convert(refs, out):
+    """`mc2fmu convert` with default training on the four-bar: the FMU under fmpy."""
+    import json
+
+    from mc2fmu.cli import main
+
+    runs = {e: refs("four_bar", e)["path"] for e in ("train", "low", "shape", "high")}
+    mech = Path(runs["train"]).parent.parent / "mechanism.toml"
+    work = out / "convert"
+    fmu = work / "four_bar.fmu"
+    assert main(["convert", str(mech), runs["train"], "--dof", "1", "--validate", runs["low"], runs["shape"],
+                 runs["high"], "-q", "-o", str(fmu)]) == 0
+    result = json.loads((work / "four_bar.report" / "results.json").read_text())
+    by_run = {r["run"]: r for r in result["runs"]}
+    high = by_run["high"]
+    figure = (" / ".join(f"{100 * by_run[r]['position_nrmse']:.3f}" for r in ("train", "low", "shape")) +
+              f" %; high: flag at {high['envelope_flag_time']} s, 10 % at {high['error_above_10pct_time']} s")
+    assert result["model_description_problems"] == [], result["model_description_problems"]
+    assert by_run["train"]["position_nrmse"] <= 0.005, figure
+    for r in ("low", "shape"):
+        assert by_run[r]["reached_stop_time"] and by_run[r]["position_nrmse"] <= 0.02, figure
+        if by_run[r]["envelope_flag_time"] is not None:  # only where the reference itself leaves the range
+            assert reference_leaves_envelope(work / "four_bar.model", mech, runs[r]), f"{r} flagged; {figure}"
+    assert high["envelope_flag_time"] is not None and high["error_above_10pct_time"] is not None, figure
+    assert high["envelope_flag_time"] < high["error_above_10pct_time"], figure
+    return figure
 
 
 def _frequency_check(name: str, dof: int):
@@ -258,6 +304,7 @@ CHECKS = {
                                   "train <= 0.5 %, low/shape <= 2 %, high flagged first"),
     "accuracy-slider_crank-learnt": (_accuracy_check("slider_crank", ["--dof", "1"]),
                                      "train <= 0.5 %, low/shape <= 2 %, high flagged first"),
+    "convert-four_bar": (check_convert, "the FMU under fmpy: train <= 0.5 %, low/shape <= 2 %, high flagged first"),
     "frequencies-four_bar": (_frequency_check("four_bar", 1), "within 1 % of Exudyn"),
     "frequencies-five_bar": (_frequency_check("five_bar", 2), "within 1 % of Exudyn"),
     "closed-loop": (check_closed_loop, "tracks on both plants, full/reduced rms <= 2"),
