@@ -82,13 +82,12 @@ def main(argv=None) -> int:
             rows.append((name, mode, res, worst, problems))
     fmt = lambda s: f"{100 * s['position_nrmse']:.3f} %" if s["reached_stop_time"] else "stopped"  # noqa: E731
     t = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
-    print(f"\n{'mechanism':<14}{'mode':<13}{'train':>10}{'low':>10}{'shape':>10}{'high: flag / 10 %':>20}"
-          f"{'|FMU - simulate|':>18}{'problems':>10}")
+    print("\n| mechanism | mode | train | low | shape | high: flag / 10 % | FMU - simulate | problems |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, mode, res, worst, problems in rows:
         high = res["high"]
-        print(f"{name:<14}{mode:<13}{fmt(res['train']):>10}{fmt(res['low']):>10}{fmt(res['shape']):>10}"
-              f"{t(high['envelope_flag_time']) + ' / ' + t(high['error_above_10pct_time']):>20}{worst:>16.1e} m"
-              f"{problems:>10}")
+        print(f"| {name} | {mode} | {fmt(res['train'])} | {fmt(res['low'])} | {fmt(res['shape'])} | "
+              f"{t(high['envelope_flag_time'])} / {t(high['error_above_10pct_time'])} | {worst:.1e} m | {problems} |")
     return 0
 
 

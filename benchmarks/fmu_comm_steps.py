@@ -77,10 +77,11 @@ def main(argv=None) -> int:
                     grid = float(np.abs(yh[on] - y1[idx]).max()) if on.any() else float("nan")
                     off = float(np.abs(yh[~on] - spline(th[~on])).max()) if (~on).any() else float("nan")
                     rows.append((name, 1000 * block, h, int(on.sum()), grid, int((~on).sum()), off))
-    print(f"\n{'mechanism':<14}{'input block, ms':>16}{'step, ms':>9}{'grid points':>13}{'max |diff|, m':>15}"
-          f"{'off-grid':>10}{'max |diff to spline|, m':>25}")
+    print("\n| mechanism | input block, ms | step, ms | grid points | max diff, m | off-grid points | "
+          "max diff to spline, m |")
+    print("|---|---|---|---|---|---|---|")
     for name, block, h, n_on, grid, n_off, off in rows:
-        print(f"{name:<14}{block:>16g}{1000 * h:>9g}{n_on:>13}{grid:>15.1e}{n_off:>10}{off:>25.1e}")
+        print(f"| {name} | {block:g} | {1000 * h:g} | {n_on} | {grid:.1e} | {n_off} | {off:.1e} |")
     return 0
 
 

@@ -90,11 +90,12 @@ def main(argv=None) -> int:
                 exu_fine = 1e6 * simulate(name, args.run, step=1e-4)["info"]["wall_time"] / n
                 exu_coarse = 1e6 * simulate(name, args.run, step=1e-3)["info"]["wall_time"] / n
             rows.append((name, " ".join(summary["cflags"]), c_all, c_q, fmpy_n, fmpy_p, exu_fine, exu_coarse))
-    print(f"\n{'mechanism':<14}{'C host all':>11}{'C host q':>10}{'fmpy nat':>10}{'fmpy py':>10}{'py/nat':>8}"
-          f"{'Exu 0.1ms':>11}{'Exu/C':>8}{'Exu 1ms':>9}{'Exu/C':>8}{'Exu0.1/fmpy':>13}")
+    print("\n| mechanism | C host all | C host q | fmpy native | fmpy python | python / native | Exudyn 0.1 ms | "
+          "Exudyn / C | Exudyn 1 ms | Exudyn / C | Exudyn 0.1 ms / fmpy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, flags, c_all, c_q, fn, fp, ef, ec in rows:
-        print(f"{name:<14}{c_all:>11.2f}{c_q:>10.2f}{fn:>10.1f}{fp:>10.1f}{fp / fn:>8.1f}{ef:>11.1f}{ef / c_all:>8.0f}"
-              f"{ec:>9.1f}{ec / c_all:>8.0f}{ef / fn:>13.1f}")
+        print(f"| {name} | {c_all:.2f} | {c_q:.2f} | {fn:.1f} | {fp:.1f} | {fp / fn:.1f} | {ef:.1f} | {ef / c_all:.0f} | "
+              f"{ec:.1f} | {ec / c_all:.0f} | {ef / fn:.1f} |")
     if rows:
         print(f"\nus per 1 ms step.  C host: set inputs + fmi2DoStep + get every output (all) or q[1] only (q), "
               f"thread CPU time, best of 5; native flags: {rows[0][1]}.  fmpy: wall time of `mc2fmu validate`'s "

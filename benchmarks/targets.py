@@ -29,13 +29,15 @@ suite would assert:
   hangs, or is accepted and then steps with fmi2OK to a non-finite output); the suite runs
   the same checks with fewer repetitions.
 
-Prints one table (check, figure, target, pass) and exits 1 when a target is missed.
-Reference runs and models go to ``--out`` (default out/bench-targets).
+Prints one table (check, figure, target, met, seconds) and exits 1 when a target is missed.
+Reference runs, models and FMUs go to ``--out`` (default out/bench-targets), emptied first
+unless ``--reuse``.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 import traceback
@@ -194,7 +196,8 @@ def check_convert(refs, out):
     by_run = {r["run"]: r for r in result["runs"]}
     high = by_run["high"]
     figure = (" / ".join(f"{100 * by_run[r]['position_nrmse']:.3f}" for r in ("train", "low", "shape")) +
-              f" %; high: flag at {high['envelope_flag_time']} s, 10 % at {high['error_above_10pct_time']} s")
+              f" %; high: flag at {high['envelope_flag_time'] or float('nan'):.2f} s, 10 % at "
+              f"{high['error_above_10pct_time'] or float('nan'):.2f} s")
     assert result["model_description_problems"] == [], result["model_description_problems"]
     assert by_run["train"]["position_nrmse"] <= 0.005, figure
     for r in ("low", "shape"):
@@ -236,6 +239,7 @@ def check_closed_loop(refs, out):
     assert r["rms"]["fmu"] < 0.05 * swing and r["rms"]["engine"] < 0.05 * swing, figure
     assert r["ratio"] <= 2.0 and r["difference"] < 0.25 * r["peak"]["fmu"], figure
     assert np.ptp(r["engine"]["theta"]) > 0.9 * swing and not r["left_envelope"], figure
+    assert (out / "closed_loop.png").stat().st_size > 10_000, "the plot is missing or empty"
     assert r["libcosim"] is not None and r["libcosim_difference"] <= 1e-12, figure
     return figure
 
@@ -253,25 +257,25 @@ def _native_fmus(refs, out):
 
 
 def check_native_cs(refs, out):
-    from tests.test_native import _assert_python_parity, _run_inputs
+    from tests.fmu_checks import assert_python_parity, run_inputs
 
     model, fmus = _native_fmus(refs, out)
-    inputs, t, u = _run_inputs("four_bar", refs, "low")
+    inputs, t, u = run_inputs("four_bar", refs, "low")
     work = out / "native-cs"
     work.mkdir(parents=True, exist_ok=True)
-    steps = _assert_python_parity(model, fmus["cs"], inputs, u[:10000], work, min_steps=10000)
+    steps = assert_python_parity(model, fmus["cs"], inputs, u[:10000], work, min_steps=10000)
     assert steps == 10000, steps
     return f"{steps} steps equal to the python backend's"
 
 
 def check_native_me(refs, out):
-    from tests.test_native import _me_vs_cs, _run_inputs
+    from tests.fmu_checks import me_vs_cs, run_inputs
 
     model, fmus = _native_fmus(refs, out)
-    inputs, t, u = _run_inputs("four_bar", refs, "low")
+    inputs, t, u = run_inputs("four_bar", refs, "low")
     work = out / "native-me"
     work.mkdir(parents=True, exist_ok=True)
-    diff = _me_vs_cs(model, fmus["cs"], fmus["me"], inputs, t, u, 10.0, work)
+    diff = me_vs_cs(model, fmus["cs"], fmus["me"], inputs, t, u, 10.0, work)
     figure = f"ME vs CS {diff:.1e} m"
     assert diff <= 1e-3, figure
     return figure
@@ -281,16 +285,16 @@ def _valgrind_check(kind: str):
     def check(refs, out):
         from tests.c_host.run import build_host
         from tests.fmu_helpers import start_values
-        from tests.test_native import valgrind_cycles, valgrind_states
+        from tests.fmu_checks import valgrind_cycles, valgrind_states
 
         model, fmus = _native_fmus(refs, out)
         work = out / f"valgrind-{kind}"
         work.mkdir(parents=True, exist_ok=True)
         host = build_host(work)
         if kind == "cycles":
-            valgrind_cycles(host, fmus["cs"], start_values(model), work, 10_000)
+            valgrind_cycles(host, fmus["cs"], start_values(model), work, 10_000, timeout=3600)
             return "10000 cycles, no leak, no memory error"
-        fields = valgrind_states(host, fmus["cs"], start_values(model), work, 10_000)
+        fields = valgrind_states(host, fmus["cs"], start_values(model), work, 10_000, timeout=3600)
         return f"{fields['refused']} refused, {fields['accepted']} accepted, none non-finite with OK"
     return check
 
@@ -319,6 +323,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checks", nargs="*", help=f"checks to run (default all: {', '.join(CHECKS)})")
     ap.add_argument("--out", default="out/bench-targets")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the reference runs, models and FMUs a run before left in --out (default: start afresh, "
+                         "so that the checks test this code)")
     ap.add_argument("--list", action="store_true", help="list the checks and their targets")
     args = ap.parse_args(argv)
     if args.list:
@@ -329,6 +336,8 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown check(s) {', '.join(unknown)}; use {', '.join(CHECKS)}")
     out = Path(args.out).resolve()
+    if out.exists() and not args.reuse:
+        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     refs = References(out / "reference")
     rows, failed = [], 0

@@ -180,7 +180,7 @@ def main(argv=None) -> int:
             extra.update((k, getattr(args, k)) for k in PASSED_ON if getattr(args, k) is not None)
             cfg = TrainConfig(dof=DOF[name], coords=coords, dyn_weight=args.dyn_weight, loss=args.loss,
                               rollout_steps=args.rollout, rollout_weight=args.rollout_weight, warmup=args.warmup, **extra)
-            # the defaults' models are <name>-<mode>-w1, which fmu_accuracy.py and the tests read
+            # the defaults' models are <name>-<mode>-w1, which the later benchmarks read
             variant = "" if (args.loss, args.rollout, args.rollout_weight, args.warmup) == ("sim", 0, 1.0, "rec") else \
                 f"-{args.loss}-k{args.rollout}-rw{args.rollout_weight:g}-{args.warmup}"
             variant += "".join(f"-{k}{'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in extra.items())

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
                     res = evaluate(model_dir, folder)
                     label = f"{name}, {mode}, --identify {variant}"
                     rows.append(_row(label, seconds, res))
-                    print(rows[-1], flush=True)
+                    print(rows[-1], file=sys.stderr, flush=True)
                     for line in art.training["metrics"].get("identified", []):
                         equations.append(f"{name} ({mode}): {line}")
     if args.only != "identify":
@@ -94,14 +94,14 @@ def main(argv=None) -> int:
                     seconds = time.perf_counter() - t0
                     res = evaluate(model_dir, folder)
                     rows.append(_row(f"{name}, {mode}, {variant}", seconds, res))
-                    print(rows[-1], flush=True)
+                    print(rows[-1], file=sys.stderr, flush=True)
     print()
     print(head)
     print("\n".join(rows))
     if equations:
         print()
-        print("identified terms:")
-        print("\n".join(f"    {e}" for e in equations))
+        print("| identified terms |\n|---|")
+        print("\n".join(f"| {e} |" for e in equations))
     return 0
 
 

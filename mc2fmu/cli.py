@@ -299,7 +299,7 @@ M_m(q) qdd = J^T f(h_d(q), u) - G_m(q)[qd, qd] from natural-coordinate data.
 The number of minimal coordinates N is estimated from the data by default (--dof auto:
 the evidence is printed, and data that cannot decide it is refused with the reason; see
 `mc2fmu estimate-dof`), or given with --dof N.  Two modes:
-  [--dof N]               unknown coordinates: a full autoencoder learns h_e: x -> q and
+  (default)               unknown coordinates: a full autoencoder learns h_e: x -> q and
                           h_d: q -> x (the paper's section 4.2.1)
   --coords C,...          known coordinates: q are the named pose columns (positions
                           <body>.x|y|z or rotation entries <body>.R11..R33); only h_d is
@@ -690,15 +690,15 @@ def progress_line(e: dict) -> str:
     terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
     if e.get("loss") is not None:
         parts.append(f"loss {e['loss']:.2e}" + (f" ({terms})" if terms else ""))
-    if "window" in e and e.get("best_val") is not None:  # L-BFGS: what its stopping rule watches
-        rule = f"best val {e['best_val']:.2e}"
+    if "window" in e and e.get("best_fit") is not None:  # L-BFGS: what its stopping rule watches
+        rule = f"best val fit {e['best_fit']:.2e}"
         if e.get("floor"):
-            rule += f" (stops at {e['floor']:.0e})"
+            rule += f" (stops at {e['floor']:g})"
         fall = e.get("fall")
         if fall is not None:
             rule += f", fell {100 * fall:.1f} % over the last {e['window']} it"
             if e.get("tol"):
-                rule += f" (stops under {100 * e['tol']:.0f} %)"
+                rule += f" (stops under {100 * e['tol']:g} %)"
         parts.append(rule)
     elif e.get("val") is not None:
         parts.append(f"val {e['val']:.2e}")

@@ -27,8 +27,8 @@ _UMASK_LOCK = threading.Lock()
 def current_umask() -> int:
     """The process's umask, read without changing it: on Linux from the ``Umask:`` line of
     ``/proc/self/status`` (Python 3.11 has no ``os.getumask``).  Only where that is unavailable
-    is it set and restored, under a lock; a file another thread creates in that instant is
-    owner-only, never wider than it should be."""
+    is it set and restored, under a lock (which orders mc2fmu's own threads only); a file
+    another thread creates in that instant is owner-only, never wider than it should be."""
     try:
         with open("/proc/self/status", encoding="ascii", errors="replace") as f:
             for line in f:

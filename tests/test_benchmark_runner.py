@@ -30,3 +30,12 @@ def test_the_printed_tables_replace_only_their_block():
     assert new == page.replace("old x\n", body + "\n", 1) and "old xy" in new
     with pytest.raises(SystemExit, match="no block"):
         replace_block(page, "missing", body)
+
+
+def test_every_benchmark_prints_a_markdown_table():
+    """The runner keeps the lines that start with '|': a script that prints its table in
+    another form would never update its block."""
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        if not path.stem.startswith("_"):
+            text = path.read_text()
+            assert 'print("|' in text or 'print(f"|' in text or 'print("\\n|' in text or "print(head)" in text, path

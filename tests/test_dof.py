@@ -93,10 +93,11 @@ def test_cli_estimate_dof_undecided_is_an_error(tmp_path, toy_mechanism, toy_run
 
 
 @pytest.mark.slow
-def test_train_dof_auto_uses_the_estimate(reference_run, tmp_path, capsys):
+def test_train_without_dof_uses_the_estimate(reference_run, tmp_path, capsys):
+    """--dof auto is the default: no --dof, and the estimate (with its evidence) decides."""
     run = reference_run("two_bar", "train")
     mech = Path(run["path"]).parent.parent / "mechanism.toml"
-    assert main(["train", str(mech), run["path"], "--dof", "auto", "--samples", "64", "--adam-epochs", "2",
+    assert main(["train", str(mech), run["path"], "--samples", "64", "--adam-epochs", "2",
                  "--lbfgs-iters", "2", "-o", str(tmp_path / "m")]) == 0
     captured = capsys.readouterr()
     assert "--dof auto: 2" in captured.err and "2 minimal coordinate(s)" in captured.out

@@ -3,7 +3,7 @@ export/validate/convert CLI.
 
 Models for the machinery tests are small and quickly trained on two mechanisms (their
 accuracy does not matter here: parity, stepping and state are properties of the export);
-the accuracy of a fully trained FMU is the slow test at the end.
+the accuracy of a fully trained FMU is benchmarks/targets.py's (convert-four_bar).
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def test_non_finite_input_is_an_error_status_with_a_message(exported, tmp_path, 
 def _misuse(exported, tmp_path, case: str) -> tuple[dict, str]:
     """One misuse case of ``fmpy_sim.py`` on the python FMU.  The host leaves without the
     interpreter's finalisation: after an error status, pythonfmu 0.7 still corrupts the host's
-    heap there (README, "The python backend"; the native backend is the default for that)."""
+    heap there (docs/fmus.md, "The python backend"; the native backend is the default for that)."""
     model_dir, fmu = exported("four_bar")[:2]
     return run_misuse(FMPY_SIM, fmu, model_dir, case, tmp_path, inputs=["tau"])
 

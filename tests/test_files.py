@@ -111,8 +111,8 @@ def test_export_refuses_a_model_whose_resource_name_leaves_the_directory(model_c
 
 @pytest.mark.parametrize("listed", [True, False])
 def test_a_symlink_in_resources_that_leads_outside_is_refused(model_copy, tmp_path, listed):
-    """A link inside resources/ to a file outside it is refused, listed or not (an export embeds
-    the whole directory); a link to a file inside resources/ is fine."""
+    """A link inside resources/ to a file outside it is refused, listed or not; a link to a
+    file inside resources/ is fine."""
     secret = tmp_path / "secret.txt"
     secret.write_text("not part of any model")
     (model_copy / "resources" / "onnx" / "inside.txt").symlink_to(model_copy / "resources" / "onnx" / "notes.txt")

@@ -138,6 +138,9 @@ def test_simulate_validate_and_native_export_run_without_torch(tmp_path, referen
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "sim.csv").exists() and (tmp_path / "n.fmu").exists()
+    # the simulate output: the pose-export columns, then q, qd and the envelope flag
+    header = (tmp_path / "sim.csv").read_text().splitlines()[0].split(",")
+    assert header[0] == "time" and "crank.x" in header and header[-3:] == ["q", "qd", "envelope"]
 
 
 # ---------------------------------------------------------------------------- the artifact's reader

@@ -19,6 +19,7 @@ import pytest
 
 from tests.c_host.run import build_host, extract, have_valgrind, run_host
 from tests.conftest import TRAINED
+from tests.fmu_checks import assert_python_parity, me_vs_cs, run_inputs, valgrind_cycles, valgrind_states
 from tests.fmu_helpers import run_json, run_misuse, start_values
 
 HERE = Path(__file__).parent
@@ -38,24 +39,12 @@ def c_host(tmp_path_factory) -> Path:
     return build_host(tmp_path_factory.mktemp("c-host"))
 
 
-def _run_inputs(name: str, reference_run, excitation: str = "train") -> tuple[list[str], np.ndarray, np.ndarray]:
-    from mc2fmu.mechanics.mechanism import load_mechanism
-
-    run = reference_run(name, excitation)
-    mech = load_mechanism(Path(run["path"]).parent.parent / "mechanism.toml")
-    return list(mech.input_names), np.asarray(run["t"]), np.atleast_2d(np.asarray(run["u"]).T).T
-
-
 def _fmu_host_steps(fmu: Path, start, inputs, u, t_end: float, tmp_path: Path, h: float = 1e-3) -> tuple[list, np.ndarray]:
     """fmpy (fmu_host.py, FMI 2 co-simulation): input row k before step k, outputs after it."""
     req = {"kind": "steps", "fmu": str(fmu), "start": start, "steps": [h], "t_end": t_end, "block": h,
            "inputs": inputs, "u_blocks": np.asarray(u).tolist()}
     res = run_json(FMU_HOST, req, tmp_path)
     return res["outputs"], np.array(res["runs"][repr(h)]["y"])
-
-
-def _positions(names: list[str]) -> list[int]:
-    return [i for i, o in enumerate(names) if o.rsplit(".", 1)[-1] in ("x", "y", "z")]
 
 
 # ---------------------------------------------------------------------------- the FMUs
@@ -141,43 +130,19 @@ def test_python_backend_description_is_unchanged(trained):
                                     "role", "index"}
 
 
-def _assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path: Path, min_steps: int) -> int:
-    """Both backends under fmpy, 1 ms communication steps: every output to 1e-9 (relative),
-    positions to 1e-10 m, and the same failure step if the model leaves its range."""
-    from mc2fmu.fmu.export import export_fmu
-
-    py_fmu = tmp_path / "python.fmu"
-    export_fmu(model_dir, py_fmu, "python")
-    req = {"kind": "steps", "start": start_values(model_dir), "inputs": inputs, "u": np.asarray(u).tolist(),
-           "h": 1e-3, "n_steps": len(u)}
-    ref = run_json(FMPY_SIM, {**req, "fmu": str(py_fmu)}, tmp_path)
-    got = run_json(FMPY_SIM, {**req, "fmu": str(native_fmu)}, tmp_path)
-    assert got["outputs"] == ref["outputs"]
-    a, b = np.array(ref["y"]), np.array(got["y"])
-    assert len(a) == len(b) >= min_steps, (len(a), len(b), ref["failure"], got["failure"])
-    assert (ref["failure"] is None) == (got["failure"] is None)
-    pos = _positions(ref["outputs"])
-    assert np.abs(b[:, pos] - a[:, pos]).max() <= 1e-10
-    # every output while the model is near its envelope (a diverging model's q grows to 1e10)
-    near = a[:, ref["outputs"].index("envelope")] <= 1.0
-    assert near[:min_steps].all()
-    assert np.all(np.abs(b[near] - a[near]) <= 1e-9 * np.maximum(1.0, np.abs(a[near])))
-    return len(a)
-
-
 @pytest.mark.parametrize("name", TRAINED)
 def test_co_simulation_equals_the_python_backend(native, trained, reference_run, tmp_path, name):
     """The training run's inputs (10 s) on the briefly trained models: the same outputs as
     the pythonfmu FMU while the model stays finite (at least 1 s of it), and the same failure
     step when it does not (the brief four_bar model leaves its envelope at 2.2 s)."""
-    inputs, t, u = _run_inputs(name, reference_run)
-    _assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:10000], tmp_path, min_steps=1000)
+    inputs, t, u = run_inputs(name, reference_run)
+    assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:10000], tmp_path, min_steps=1000)
 
 
 @pytest.mark.parametrize("name", TRAINED)
 def test_fmi3_co_simulation_equals_fmi2(native, trained, reference_run, tmp_path, name):
     model_dir = trained(name)[0]
-    inputs, t, u = _run_inputs(name, reference_run)
+    inputs, t, u = run_inputs(name, reference_run)
     req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": start_values(model_dir), "stop_time": 2.0,
            "inputs": {"time": t[:2001].tolist(), **{k: u[:2001, i].tolist() for i, k in enumerate(inputs)}}}
     from fmpy import read_model_description
@@ -204,7 +169,7 @@ def test_model_exchange_matches_an_independent_integration(native, trained, refe
     name = "four_bar"
     model_dir = trained(name)[0]
     art = load_artifact(model_dir)
-    inputs, t, u = _run_inputs(name, reference_run)
+    inputs, t, u = run_inputs(name, reference_run)
     u_const = 0.2 * np.abs(u).max(axis=0)
     start = start_values(model_dir)
     fmu = native(name, fmi, "me")[0]
@@ -228,27 +193,14 @@ def test_model_exchange_matches_an_independent_integration(native, trained, refe
     assert np.abs(np.array(res["qd[1]"]) - sol.y[1]).max() <= 1e-6 * max(1.0, np.abs(sol.y[1]).max())
 
 
-def _me_vs_cs(model_dir: Path, cs_fmu: Path, me_fmu: Path, inputs, t, u, stop: float, tmp_path: Path) -> float:
-    from fmpy import read_model_description
-
-    outs = [v.name for v in read_model_description(str(cs_fmu)).modelVariables if v.causality == "output"]
-    pos = [outs[i] for i in _positions(outs)]
-    req = {"kind": "simulate", "start": start_values(model_dir), "stop_time": stop, "output": pos,
-           "inputs": {"time": t.tolist(), **{k: u[:, i].tolist() for i, k in enumerate(inputs)}}}
-    cs = run_json(FMPY_SIM, {**req, "fmu": str(cs_fmu), "fmi_type": "CoSimulation"}, tmp_path)
-    me = run_json(FMPY_SIM, {**req, "fmu": str(me_fmu), "fmi_type": "ModelExchange"}, tmp_path)
-    assert len(cs["time"]) == len(me["time"]) == int(round(stop / 1e-3)) + 1
-    return max(np.abs(np.array(cs[o]) - np.array(me[o])).max() for o in pos)
-
-
 @pytest.mark.parametrize("name", TRAINED)
 def test_model_exchange_agrees_with_co_simulation(native, trained, reference_run, tmp_path, name):
     """The run's inputs: fmpy's CVode on the ME FMU against the CS FMU's fixed-step map.  They
     differ by the step map's O(dt^2) error and by fmpy feeding inputs to CVode only at output
     points (CVode's internal steps span several of them): positions agree to 1e-3 m.  The
     briefly trained models stay finite for about 2 s of this run."""
-    inputs, t, u = _run_inputs(name, reference_run)
-    diff = _me_vs_cs(trained(name)[0], native(name, 2, "cs")[0], native(name, 3, "me")[0], inputs, t, u, 1.5, tmp_path)
+    inputs, t, u = run_inputs(name, reference_run)
+    diff = me_vs_cs(trained(name)[0], native(name, 2, "cs")[0], native(name, 3, "me")[0], inputs, t, u, 1.5, tmp_path)
     assert diff <= 1e-3, diff
 
 
@@ -343,7 +295,7 @@ def test_spring_co_simulation_equals_the_python_backend(spring_four_bar, tmp_pat
     from mc2fmu.models.simulate import initial_history, rollout
 
     model_dir, inputs, u, fmu = spring_four_bar
-    _assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:3000], tmp_path, min_steps=2000)
+    assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:3000], tmp_path, min_steps=2000)
     art = load_artifact(model_dir)
     start = start_values(model_dir)
     q0, qd0 = np.array([start["q_start[1]"]]), np.array([start["qd_start[1]"]])
@@ -392,7 +344,7 @@ def test_c_host_without_python_matches_fmpy(native, trained, reference_run, c_ho
     lib, guid, md = extract(fmu, tmp_path / "fmu")
     assert "python" not in _needed_libraries(lib).lower() and "python" not in _needed_libraries(c_host).lower()
     model_dir = trained(name)[0]
-    inputs, t, u = _run_inputs(name, reference_run)
+    inputs, t, u = run_inputs(name, reference_run)
     start = start_values(model_dir)
     names, ref = _fmu_host_steps(fmu, start, inputs, u[:2000], 2.0, tmp_path)  # the brief model's finite range
     names2, got = run_host(c_host, lib, guid, md, start=start, inputs=inputs, rows=u[:2000], n_steps=2000,
@@ -435,7 +387,7 @@ def test_built_from_the_sources_alone_gives_the_same_results(native, trained, re
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert lib.read_bytes() != b"" and len(shipped) > 0
     model_dir = trained(name)[0]
-    inputs, t, u = _run_inputs(name, reference_run)
+    inputs, t, u = run_inputs(name, reference_run)
     outs = [v.name for v in md.modelVariables if v.causality == "output"]
     req = {"kind": "simulate", "fmi_type": "CoSimulation", "start": start_values(model_dir), "stop_time": 1.0,
            "output": outs, "inputs": {"time": t[:1001].tolist(), **{k: u[:1001, i].tolist() for i, k in enumerate(inputs)}}}
@@ -491,7 +443,7 @@ def test_poses_newton_polar_factor_matches_numpy_svd(native, trained, tmp_path):
 @pytest.mark.parametrize("name", TRAINED)
 def test_get_set_and_serialized_state_reproduce_the_run(native, trained, reference_run, tmp_path, name):
     model_dir = trained(name)[0]
-    inputs, t, u = _run_inputs(name, reference_run, "low")
+    inputs, t, u = run_inputs(name, reference_run, "low")
     blocks = [list(u[int(np.searchsorted(t, k * 0.01 - 1e-12))]) for k in range(61)]
     req = {"kind": "state", "fmu": str(native(name)[0]), "start": start_values(model_dir), "steps": [0.0025],
            "t_split": 0.3, "t_end": 0.6, "block": 0.01, "inputs": inputs, "u_blocks": blocks}
@@ -538,7 +490,7 @@ def test_two_native_fmus_in_one_process(native, trained, reference_run, tmp_path
     requests, alone = [], []
     for name in TRAINED:
         model_dir = trained(name)[0]
-        inputs, t, u = _run_inputs(name, reference_run, "low")
+        inputs, t, u = run_inputs(name, reference_run, "low")
         blocks = [list(u[int(np.searchsorted(t, k * 0.01 - 1e-12))]) for k in range(41)]
         sub = {"kind": "steps", "fmu": str(native(name)[0]), "start": start_values(model_dir), "steps": [0.002],
                "t_end": 0.4, "block": 0.01, "inputs": inputs, "u_blocks": blocks}
@@ -554,38 +506,6 @@ def test_two_native_fmus_in_one_process(native, trained, reference_run, tmp_path
 #: valgrind repetitions in the suite; benchmarks/targets.py runs the same checks 10,000 times
 VALGRIND_CYCLES = 500
 VALGRIND_STATES = 1_000
-
-
-def valgrind_cycles(c_host, fmu: Path, start: dict, work: Path, repeats: int) -> str:
-    """valgrind over the C host: ``repeats`` x (instantiate, initialise, 5 steps, get/set/serialise
-    the state, free) of a four-bar FMU; fails on a definite, indirect or possible leak or a
-    memory error."""
-    lib, guid, md = extract(fmu, work / "fmu")
-    _, out = run_host(c_host, lib, guid, md, mode="cycles", n_steps=5, repeats=repeats, start=start,
-                      inputs=["tau"], rows=np.full((1, 1), 0.1), outputs=["crank.x", "envelope"],
-                      wrapper=["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect,possible",
-                               "--error-exitcode=9", "-q"], timeout=3600)
-    assert f"cycles {repeats}" in out
-    return out
-
-
-def valgrind_states(c_host, fmu: Path, start: dict, work: Path, repeats: int) -> dict:
-    """``repeats`` corrupted copies of a serialized state (random bytes, bit flips, truncations
-    and extensions, forged fields with a recomputed checksum) loaded, set and stepped by the C
-    host under valgrind: no memory error, no hang (a timeout), and no state that is accepted and
-    then steps with fmi2OK to a non-finite output; the intact state always restores."""
-    lib, guid, md = extract(fmu, work / "fmu")
-    _, out = run_host(c_host, lib, guid, md, mode="states", n_steps=20, repeats=repeats, start=start,
-                      inputs=["tau"], rows=np.array([[0.3]]), work=work, timeout=3600,
-                      wrapper=["valgrind", "--error-exitcode=3", "--leak-check=full",
-                               "--errors-for-leak-kinds=definite,indirect,possible"])
-    line = next(x for x in out.splitlines() if x.startswith("states "))
-    fields = dict(zip(line.split()[0::2], map(int, line.split()[1::2])))
-    assert fields["states"] == repeats and fields["refused"] + fields["accepted"] == repeats
-    assert fields["refused"] >= 0.75 * repeats  # random bytes, flips and lengths never pass; forged fields often do not
-    assert fields["nan_ok"] == 0 and fields["restore_failed"] == 0, line
-    assert "ERROR SUMMARY: 0 errors" in out
-    return fields
 
 
 @pytest.mark.skipif(not have_valgrind(), reason="valgrind is not installed")

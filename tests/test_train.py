@@ -1,5 +1,6 @@
-"""`mc2fmu train` / `mc2fmu simulate`: argument errors, artifact contents, and accuracy on
-bundled mechanisms measured against the engine's runs (not against the model's own output)."""
+"""`mc2fmu train` / `mc2fmu simulate`: argument errors, artifact contents, the loss terms,
+checkpoints and the L-BFGS schedule, on small models.  The accuracy of default trainings on
+the bundled mechanisms is benchmarks/targets.py's."""
 
 from __future__ import annotations
 
@@ -544,12 +545,27 @@ def test_training_leaves_torchs_process_wide_settings_alone(toy_mechanism, toy_r
     assert seen == {before} and torch.are_deterministic_algorithms_enabled() == before
 
 
-def test_the_progress_line_shows_what_the_stopping_rule_watches():
-    """During L-BFGS the line shows the best validation loss and its fall over the rule's
-    window, the figure lbfgs_converged compares with the tolerance; no time left."""
+def test_the_progress_line_shows_what_the_stopping_rule_watches(toy_mechanism, toy_run):
+    """During L-BFGS the line shows the best validation loss of the fit (L_gauge left out, as
+    the floor rule has it) and its fall over the rule's window, the figure lbfgs_converged
+    compares with the tolerance; no time left."""
     from mc2fmu.cli import progress_line
-    from mc2fmu.reducers.autoencoder.training import LBFGS_WINDOW, lbfgs_converged, lbfgs_fall
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import LBFGS_WINDOW, lbfgs_converged, lbfgs_fall, train
 
+    # a real training with the gauge term on (one learnt coordinate): val and val_fit differ
+    entries = []
+    train(load_training_data(toy_mechanism, [toy_run]), TrainConfig(**{**TINY, "lbfgs_iters": 60}), entries.append)
+    lb = [e for e in entries if e["stage"] == "lbfgs"]
+    assert len(lb) == 3 and all(e["val"] != e["val_fit"] for e in lb)
+    for k, e in enumerate(lb):
+        assert e["best_fit"] == min(x["val_fit"] for x in lb[:k + 1]) and e["fall"] is None  # under one window
+        line = progress_line(e)
+        assert f"best val fit {e['best_fit']:.2e} (stops at 1e-07)" in line and "left" not in line
+        assert f"on {e['triplets']} triplets" in line
+
+    # the fall over a whole window, on a made-up history
     history, loss = [], 1.0
     for it in range(20, 1001, 20):
         loss *= 0.995 if it < 600 else 0.9999
@@ -560,11 +576,9 @@ def test_the_progress_line_shows_what_the_stopping_rule_watches():
     for tol in (0.5 * fall, 2 * fall):  # converged exactly when the fall is under the tolerance
         assert lbfgs_converged(history, tol) == (fall < tol)
     assert lbfgs_fall(history[:LBFGS_WINDOW // 20 - 1]) is None  # not a whole window yet
-    entry = {**history[-1], "loss": 1e-6, "best_val": history[-1]["val"], "fall": fall, "tol": 0.05,
-             "floor": 1e-7, "window": LBFGS_WINDOW, "triplets": 250, "done": 0.2}
-    line = progress_line(entry)
-    assert f"best val {history[-1]['val']:.2e}" in line and f"fell {100 * fall:.1f} % over the last 400 it" in line
-    assert "stops under 5 %" in line and "250 triplets" in line and "left" not in line
+    line = progress_line({**history[-1], "loss": 1e-6, "best_fit": loss, "fall": fall, "tol": 0.005,
+                          "floor": 1e-7, "window": LBFGS_WINDOW})
+    assert f"fell {100 * fall:.1f} % over the last 400 it (stops under 0.5 %)" in line
 
 
 def test_damaged_checkpoints_are_refused_with_a_message(toy_mechanism, toy_run, tmp_path):

@@ -41,7 +41,7 @@ COSIMULATION_ONLY = {"local-pca": "its Algorithm 1 switches clusters between ste
 #: the default of export, convert and demo: the native FMU is the one no host can be crashed by.
 #: The python backend runs in the host's interpreter through pythonfmu 0.7, whose wrapper leaks
 #: about 1.2 kB of the host's memory per instantiation (its findClass lists and reprs the slave
-#: class's MRO every time and frees none of it; README, "The python backend").
+#: class's MRO every time and frees none of it; docs/fmus.md, "The python backend").
 DEFAULT_BACKEND = "native"
 FMI_VERSIONS = (2, 3)
 INTERFACES = {"cs": "co-simulation", "me": "model exchange", "both": "co-simulation and model exchange"}

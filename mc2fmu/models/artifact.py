@@ -182,7 +182,7 @@ def _resource_problems(where: str | os.PathLike, names, folder: Path | None = No
     """Why ``names`` cannot be the model's resource files (empty: they can).  A resource name is a
     plain relative path (``onnx/rhs.onnx``): not absolute, no ``..``, no ``.``, no backslash.
     With ``folder`` (the model's ``resources/``, when reading) every entry in it, listed or not,
-    must also stay inside it with links followed: an export embeds the whole directory."""
+    must also stay inside it with links followed."""
     problems = []
     for name in names:
         rel = PurePosixPath(name) if isinstance(name, str) else None

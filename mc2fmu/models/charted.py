@@ -12,8 +12,9 @@ inside, and a comparison between them isolates the dynamics model.
 * :class:`LocalPcaModel`: Algorithm 1 of seed 002 (:mod:`mc2fmu.models.local_linear`) on
   natural coordinates; state ``(cluster, q_r, qd_r, qdd_r)`` of the active cluster; poses from
   the cluster's ``x = V q_r + mu``, ``q`` and ``qd`` from the chart (``q = encode(x)``, ``qd``
-  the least-squares solution of ``J(q) qd = V qd_r``).  Started at ``x = decode(q0)``,
-  ``xd = J(q0) qd0``.
+  the least-squares solution of ``J(q) qd = V qd_r``).  Started in the cluster nearest
+  ``decode(q0)``, in the state the chart reads back as ``(q0, qd0)``
+  (:meth:`~mc2fmu.models.local_linear.LocalLinearModel.chart_state`).
 
 Both save the chart's arrays under ``chart.`` and their own under ``node.`` / ``lpca.``.
 """

@@ -84,13 +84,13 @@ def register_reducer(entry: ReducerEntry) -> ReducerEntry:
 
 
 register_reducer(ReducerEntry(
-    "autoencoder", "physics-informed autoencoder on natural coordinates (seed 000); known coordinates with --coords",
+    "autoencoder", "physics-informed autoencoder on natural coordinates (Angeli et al. 2020); known coordinates with --coords",
     "mc2fmu.reducers.autoencoder.config:TrainConfig", "mc2fmu.reducers.autoencoder.reducer:AUTOENCODER"))
 register_reducer(ReducerEntry(
-    "node", "MBD-NODE neural ODE baseline (seed 003) on the coordinates of an autoencoder (--from, or trained first)",
+    "node", "MBD-NODE neural ODE baseline (Wang et al. 2024) on the coordinates of an autoencoder (--from, or trained first)",
     "mc2fmu.reducers.node.config:NodeReducerConfig", "mc2fmu.reducers.node.reducer:NODE"))
 register_reducer(ReducerEntry(
-    "local-pca", "local-PCA piecewise-linear ROM (seed 002); q and qd read through an autoencoder's coordinates "
+    "local-pca", "local-PCA piecewise-linear ROM (Angeli et al., real-time MOR); q and qd read through an autoencoder's coordinates "
     "(--from, or trained first)",
     "mc2fmu.reducers.local_pca.config:LocalPcaConfig", "mc2fmu.reducers.local_pca.reducer:LOCAL_PCA"))
 DEFAULT_REDUCER = "autoencoder"

@@ -53,14 +53,14 @@ weight_or_auto = _or_auto(float, "a weight >= 0")
 
 
 #: L_gauge's weight for one learnt coordinate (``gauge_weight = "auto"``).  Measured with the
-#: defaults (benchmarks/train_accuracy.py --gauge-weight, README "Reduced models"): it took the
+#: defaults (benchmarks/train_accuracy.py --gauge-weight, docs/benchmarks.md "Reduced models"): it took the
 #: A02 chain from 5.5e-2 m to 3.4e-3 m of ADAMS and kept the other 1-DOF suite mechanisms
 #: within their targets (each run within 4x of its error without it, either way); on the 2-DOF
 #: five-bar it cost 5-10x the error
 AUTO_GAUGE_WEIGHT = 1e-4
 
 #: training triplets (``samples = "auto"``), evenly spaced over the runs.  Measured with the
-#: defaults (benchmarks/train_accuracy.py --samples, benchmarks/a02.py, README "Reduced models"):
+#: defaults (benchmarks/train_accuracy.py --samples, benchmarks/a02.py, docs/benchmarks.md "Reduced models"):
 #: 1000 instead of 2000 halved the cost per L-BFGS iteration and kept every suite mechanism within
 #: its targets (A02's B0 3.4e-3 -> 1.8e-3 m of ADAMS).  With --identify the smoothed signs of
 #: friction are fitted where the velocity changes sign, a few ms of a run: there 1000 triplets
@@ -71,7 +71,7 @@ AUTO_SAMPLES_IDENTIFY = 2000
 
 
 #: the fit that is good enough (``lbfgs_floor``): a validation loss of the fit (L_gauge left out)
-#: of 1e-7.  Measured (benchmarks/train_accuracy.py, README "Reduced models"): with an L-BFGS
+#: of 1e-7.  Measured (benchmarks/train_accuracy.py, docs/benchmarks.md "Reduced models"): with an L-BFGS
 #: that no longer stalls (:mod:`.lbfgs`) the 1-DOF linkages went on falling by more than 20 %
 #: per 400 iterations far below what their accuracy needs (the four-bar 60 s of training for
 #: 0.003 / 0.009 / 0.004 %).  With the floor the four-bar, slider-crank, MacPherson and two-bar
@@ -86,7 +86,7 @@ AUTO_LBFGS_FLOOR = 1e-7
 #: stays), and the validation loss per iteration, on triplets no subset holds, was the same as
 #: with all of them (the 3-RRR: 2.5e-4, 1.0e-5, 1.7e-6 after 400, 1600 and 4000 iterations
 #: either way).  Where a share no longer suffices the fit stalls or the rest of the triplets fit
-#: worse than the share, and the share doubles (the five-bar's after 100 iterations; README "Reduced
+#: worse than the share, and the share doubles (the five-bar's after 100 iterations; docs/benchmarks.md "Reduced
 #: models" has the suite's figures)
 AUTO_LBFGS_SUBSET = 4
 

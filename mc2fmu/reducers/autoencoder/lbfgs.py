@@ -81,7 +81,7 @@ def compact_direction(g: Tensor, S: Tensor, Y: Tensor, A: Tensor, rho: Tensor, o
 #: a pair joins the memory when ``s . y > CURVATURE_EPS y . y``: its curvature is positive beyond
 #: rounding, whatever the scale of the loss (torch's test, ``s . y > 1e-10``, is absolute: late in a
 #: training whose loss was 2e-6, after a restart with the short steepest-descent step, no pair
-#: passed it and every later iteration was steepest descent; the five-bar, README "Reduced models")
+#: passed it and every later iteration was steepest descent; the five-bar, docs/benchmarks.md "Reduced models")
 CURVATURE_EPS = float(torch.finfo(torch.float64).eps)
 
 
@@ -160,7 +160,7 @@ class LBFGS(torch.optim.LBFGS):
         ``max_iter``; only a stall without memory ends the step.  torch's state stalls again at
         every later step: the five-bar's training made no progress after 919 iterations and
         stopped at 1300 with 0.57 % on its training run, against 0.05 % after 4300 iterations
-        with the restart (README "Reduced models")."""
+        with the restart (docs/benchmarks.md "Reduced models")."""
         closure = torch.enable_grad()(closure)
         group = self.param_groups[0]
         lr, max_iter = float(group["lr"]), group["max_iter"]

@@ -37,7 +37,7 @@ def reduced_mass_conditioning(runtime, dataset, samples: int = 500) -> float:
 
 class AutoencoderReducer:
     name = "autoencoder"
-    description = "physics-informed autoencoder on natural coordinates (seed 000)"
+    description = "physics-informed autoencoder on natural coordinates (Angeli et al. 2020)"
     Config = TrainConfig
 
     def fit(self, dataset, config: TrainConfig, *, progress: Callable[[dict], None] | None = None,

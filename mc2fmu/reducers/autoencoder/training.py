@@ -568,7 +568,7 @@ LBFGS_CHUNK = 20  # L-BFGS iterations per optimiser step (and per progress entry
 #: about 4800 (0.4 % between 4620 and 5020)
 LBFGS_WINDOW = 400
 #: L-BFGS's memory (pairs of steps and gradient changes it keeps).  Measured with the defaults
-#: (benchmarks/train_accuracy.py, benchmarks/a02.py, README "Reduced models"), learnt
+#: (benchmarks/train_accuracy.py, benchmarks/a02.py, docs/benchmarks.md "Reduced models"), learnt
 #: coordinates: 50 -> 100 pairs took the five-bar from 3760 to 2800 iterations (NRMSE train /
 #: low / shape 0.090 / 0.272 / 0.551 -> 0.068 / 0.195 / 0.374 %) and the 3-RRR from the 6000 cap
 #: to 3980 (0.090 / 0.375 / 0.530 -> 0.103 / 0.404 / 0.587 %); 100 -> 200 pairs (torch's
@@ -858,11 +858,12 @@ class Training:
         # the training triplets' fit at the last evaluation (L-BFGS: its last loss), beside the
         # validation one: a share of the triplets the validation ones disagree with is too small
         entry = {"stage": stage, "iter": it, "loss": loss, "val": v, "val_fit": v_fit, "fit": loss_fn.fit(parts),
-                 **extra, **parts, "best_val": self.best["val"],
-                 "elapsed": time.perf_counter() - self.t0, "done": (it + self.offset[stage]) / self.total}
+                 **extra, **parts, "elapsed": time.perf_counter() - self.t0,
+                 "done": (it + self.offset[stage]) / self.total}
         if stage == "lbfgs":  # what the stopping rule watches (the progress display shows it)
-            entry.update(fall=lbfgs_fall(self.history + [entry]), tol=self.cfg.lbfgs_tol, floor=self.cfg.lbfgs_floor,
-                         window=LBFGS_WINDOW)
+            so_far = self.history + [entry]
+            entry.update(best_fit=_window_bests(so_far, LBFGS_WINDOW)[0], fall=lbfgs_fall(so_far),
+                         tol=self.cfg.lbfgs_tol, floor=self.cfg.lbfgs_floor, window=LBFGS_WINDOW)
         self.history.append(entry)
         if self.progress:
             self.progress(entry)

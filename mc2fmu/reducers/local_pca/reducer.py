@@ -20,7 +20,7 @@ from .graphs import local_pca_graphs
 
 class LocalPcaReducer:
     name = "local-pca"
-    description = "local-PCA piecewise-linear ROM (seed 002), coordinates of an autoencoder"
+    description = "local-PCA piecewise-linear ROM (Angeli et al., real-time MOR), coordinates of an autoencoder"
     Config = LocalPcaConfig
 
     def fit(self, dataset, config: LocalPcaConfig, *, progress: Callable[[dict], None] | None = None,

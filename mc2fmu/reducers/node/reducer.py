@@ -23,7 +23,7 @@ from .training import NodeConfig, train_node
 
 class NodeReducer:
     name = "node"
-    description = "MBD-NODE neural ODE baseline (seed 003) on an autoencoder's coordinates"
+    description = "MBD-NODE neural ODE baseline (Wang et al. 2024) on an autoencoder's coordinates"
     Config = NodeReducerConfig
 
     def fit(self, dataset, config: NodeReducerConfig, *, progress: Callable[[dict], None] | None = None,
