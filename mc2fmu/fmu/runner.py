@@ -130,8 +130,8 @@ def leave(code: int = 0) -> None:
     """End this host process without the interpreter's finalisation: pythonfmu 0.7 (the python
     backend's FMI wrapper) can corrupt the heap there after its FMU has run, and the process
     then aborts at exit ("corrupted double-linked list").  The results are written and flushed
-    before; the crash itself is pythonfmu's, and hosts
-    other than mc2fmu's meet it unless they use the native backend."""
+    before; the crash itself is pythonfmu's, and hosts other than mc2fmu's meet it unless they
+    use the native backend."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -721,11 +721,6 @@ def _data_hash(W: Windows, model: TorchManifoldModel) -> str:
     return h.hexdigest()
 
 
-#: where each stage's iterations start in the whole run's count (the progress's ``done``)
-def _stage_offsets(cfg: TrainConfig) -> dict[str, int]:
-    return {"adam": 0, "lbfgs": cfg.adam_epochs, "identify": cfg.adam_epochs + cfg.lbfgs_iters}
-
-
 def check_resumed_state(state: dict, n_steps: int, source) -> int:
     """The step a checkpoint resumes at, after the checks that need no model: a whole number
     in ``0..n_steps`` and a best validation loss that is a number (``inf`` included: after a
@@ -776,7 +771,8 @@ class Training:
         self.best = {"val": math.inf, "state": copy.deepcopy(self.model.state_dict())}
         self.history: list[dict] = []
         self.total = cfg.adam_epochs + cfg.lbfgs_iters + (cfg.identify_iters if cfg.identify else 0)
-        self.offset = _stage_offsets(cfg)
+        # where each stage's iterations start in the whole run's count (the progress's ``done``)
+        self.offset = {"adam": 0, "lbfgs": cfg.adam_epochs, "identify": cfg.adam_epochs + cfg.lbfgs_iters}
         self.steps = [("adam", ep) for ep in range(cfg.adam_epochs)] + \
             [("lbfgs", it) for it in range(0, cfg.lbfgs_iters, LBFGS_CHUNK)]
         if cfg.identify:
