@@ -565,9 +565,9 @@ def _misuse(native, trained, tmp_path, case, interface="cs"):
     ("wrong_time", "doStep from 10", "the FMU is at t = 0"),
     ("nan_start", "setupExperiment NaN", "start time nan refused"),
     ("fixed_after_init", "set q_start after init", "q_start[1] cannot be changed after initialisation"),
-    ("after_terminate", "doStep after terminate", "outside step mode"),
-    ("phases", "exitInitializationMode first", "enterInitializationMode was not called"),
-    ("phases", "enterInitializationMode twice", "not freshly instantiated"),
+    ("after_terminate", "doStep after terminate", "fmi2DoStep refused in terminated"),
+    ("phases", "exitInitializationMode first", "fmi2ExitInitializationMode refused in instantiated"),
+    ("phases", "enterInitializationMode twice", "fmi2EnterInitializationMode refused in step complete"),
 ])
 def test_misuse_is_refused_with_a_message(native, trained, tmp_path, case, call, message):
     """What an adversarial FMI 2 host does: an error status and a message that says why, never

@@ -64,7 +64,7 @@ from ..description import fmu_variables, model_description_fmi2, model_descripti
 
 log = logging.getLogger(__name__)
 
-SHARED_SOURCES = ("mc2fmu_native.h", "mc2fmu_dynamics.h", "mc2fmu_lpca.h")
+SHARED_SOURCES = ("mc2fmu_native.h", "mc2fmu_dynamics.h", "mc2fmu_lpca.h", "mc2fmu_fmi.h")
 GLUE = {2: "mc2fmu_fmi2.c", 3: "mc2fmu_fmi3.c"}
 #: portable flags: no -march=native, so the binary runs on any x86-64 (set $MC2FMU_CFLAGS to override)
 CFLAGS = ("-std=c99", "-O3", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra")

@@ -4,7 +4,8 @@
    Build (the FMI 2 headers come from the importer, e.g. fmpy's c-code folder):
        cc -O3 -fPIC -shared -fvisibility=hidden -I<fmi2 headers> mc2fmu_fmi2.c -o <modelIdentifier>.so -lm
    Only the fmi2 functions are exported; everything else is static, so several mc2fmu FMUs
-   can be loaded into one process. */
+   can be loaded into one process.  The functions FMI 3 shares are in mc2fmu_fmi.h; the state
+   machine and the argument checks in mc2fmu_native.h. */
 #include "fmi2Functions.h"
 #include "mc2fmu_native.h"
 
@@ -12,7 +13,6 @@ typedef struct {
     mc2fmu_core core;
     fmi2CallbackLogger logger;
     fmi2ComponentEnvironment env;
-    fmi2Boolean logging_on;
     char *name;
 } mc2fmu_fmi2;
 
@@ -24,7 +24,7 @@ static void mc2fmu_fmi2_log(mc2fmu_core *c, int status, const char *category, co
     char safe[2 * 1024 + 1];
     size_t i = 0;
     const char *p;
-    if (!inst->logger || (status == MC2FMU_OK && !inst->logging_on)) return;
+    if (!inst->logger || (status == MC2FMU_OK && !c->logging_on)) return;
     for (p = message; *p && i + 2 < sizeof safe; p++) {
         if (*p == '%') safe[i++] = '%';
         safe[i++] = *p;
@@ -33,42 +33,42 @@ static void mc2fmu_fmi2_log(mc2fmu_core *c, int status, const char *category, co
     inst->logger(inst->env, inst->name, (fmi2Status)status, category, safe);
 }
 
-static fmi2Status mc2fmu_fmi2_status(int s) { return (fmi2Status)s; }
+#define MC2FMU_FN(fmi2name, fmi3name) fmi2name
+typedef fmi2Component mc2fmu_instance;
+typedef fmi2Status mc2fmu_status;
+typedef fmi2FMUstate mc2fmu_fmu_state;
+typedef fmi2Byte mc2fmu_byte;
+typedef fmi2Boolean mc2fmu_boolean;
+#define MC2FMU_FALSE fmi2False
+#define MC2FMU_CORE(c) (&((mc2fmu_fmi2 *)(c))->core)
 
-#define MC2FMU_INST(c) ((mc2fmu_fmi2 *)(c))
-#define MC2FMU_CHECK(c)              \
-    do {                             \
-        if (!(c)) return fmi2Error;  \
-    } while (0)
+static void mc2fmu_glue_free(mc2fmu_instance c) {
+    free(((mc2fmu_fmi2 *)c)->name);
+    free(c);
+}
+
+#include "mc2fmu_fmi.h"
 
 const char *fmi2GetTypesPlatform(void) { return fmi2TypesPlatform; }
 const char *fmi2GetVersion(void) { return fmi2Version; }
-
-fmi2Status fmi2SetDebugLogging(fmi2Component c, fmi2Boolean loggingOn, size_t nCategories,
-                               const fmi2String categories[]) {
-    (void)nCategories;
-    (void)categories;
-    MC2FMU_CHECK(c);
-    MC2FMU_INST(c)->logging_on = loggingOn;
-    return fmi2OK;
-}
 
 fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuType, fmi2String fmuGUID,
                               fmi2String fmuResourceLocation, const fmi2CallbackFunctions *functions,
                               fmi2Boolean visible, fmi2Boolean loggingOn) {
     mc2fmu_fmi2 *inst;
+    const char *refusal = NULL;
     (void)fmuResourceLocation;
     (void)visible;
-    if (!functions || !functions->logger) return NULL;
+    if (!functions || !functions->logger) return NULL; /* the standard requires a logger: no way to say why */
     if (!instanceName) instanceName = "";
-    if (!fmuGUID || strcmp(fmuGUID, MC2FMU_INSTANTIATION_TOKEN) != 0) {
-        functions->logger(functions->componentEnvironment, instanceName, fmi2Error, "logStatusError",
-                          "mc2fmu: the GUID passed to fmi2Instantiate does not match this FMU's modelDescription.xml");
-        return NULL;
-    }
-    if ((fmuType == fmi2CoSimulation && !MC2FMU_HAS_CS) || (fmuType == fmi2ModelExchange && !MC2FMU_HAS_ME)) {
-        functions->logger(functions->componentEnvironment, instanceName, fmi2Error, "logStatusError",
-                          "mc2fmu: this FMU was not exported for the requested interface (see mc2fmu export --interface)");
+    if (!fmuGUID || strcmp(fmuGUID, MC2FMU_INSTANTIATION_TOKEN) != 0)
+        refusal = "mc2fmu: the GUID passed to fmi2Instantiate does not match this FMU's modelDescription.xml";
+    else if (fmuType != fmi2CoSimulation && fmuType != fmi2ModelExchange)
+        refusal = "mc2fmu: fmi2Instantiate refused: fmuType must be fmi2ModelExchange (0) or fmi2CoSimulation (1)";
+    else if ((fmuType == fmi2CoSimulation && !MC2FMU_HAS_CS) || (fmuType == fmi2ModelExchange && !MC2FMU_HAS_ME))
+        refusal = "mc2fmu: this FMU was not exported for the requested interface (see mc2fmu export --interface)";
+    if (refusal) {
+        functions->logger(functions->componentEnvironment, instanceName, fmi2Error, "logStatusError", refusal);
         return NULL;
     }
     inst = (mc2fmu_fmi2 *)calloc(1, sizeof *inst);
@@ -81,15 +81,9 @@ fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuType, fmi2Str
     strcpy(inst->name, instanceName);
     inst->logger = functions->logger;
     inst->env = functions->componentEnvironment;
-    inst->logging_on = loggingOn;
-    mc2fmu_init(&inst->core, fmuType == fmi2ModelExchange ? MC2FMU_ME : MC2FMU_CS, mc2fmu_fmi2_log, inst);
+    mc2fmu_init(&inst->core, 2, fmuType == fmi2ModelExchange ? MC2FMU_ME : MC2FMU_CS, loggingOn != fmi2False,
+                mc2fmu_fmi2_log, inst);
     return inst;
-}
-
-void fmi2FreeInstance(fmi2Component c) {
-    if (!c) return;
-    free(MC2FMU_INST(c)->name);
-    free(c);
 }
 
 fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean toleranceDefined, fmi2Real tolerance,
@@ -99,116 +93,54 @@ fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean toleranceDefined, fm
     (void)stopTimeDefined;
     (void)stopTime;
     MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_set_start(&MC2FMU_INST(c)->core, startTime,
-                                               "setupExperiment refused: it belongs before enterInitializationMode"));
+    return (fmi2Status)mc2fmu_setup(MC2FMU_CORE(c), __func__, startTime);
 }
 
 fmi2Status fmi2EnterInitializationMode(fmi2Component c) {
     MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_enter_initialization(&MC2FMU_INST(c)->core, MC2FMU_INST(c)->core.s.t0));
-}
-
-fmi2Status fmi2ExitInitializationMode(fmi2Component c) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_exit_initialization(&MC2FMU_INST(c)->core));
-}
-
-fmi2Status fmi2Terminate(fmi2Component c) {
-    MC2FMU_CHECK(c);
-    MC2FMU_INST(c)->core.s.phase = MC2FMU_TERMINATED;
-    return fmi2OK;
-}
-
-fmi2Status fmi2Reset(fmi2Component c) {
-    MC2FMU_CHECK(c);
-    mc2fmu_reset(&MC2FMU_INST(c)->core);
-    return fmi2OK;
+    return (fmi2Status)mc2fmu_enter_initialization(MC2FMU_CORE(c), __func__, 0, 0.0);
 }
 
 fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Real value[]) {
     MC2FMU_CHECK(c);
-    if (nvr > 0 && (!vr || !value)) return fmi2Error;
-    return mc2fmu_fmi2_status(mc2fmu_get_reals(&MC2FMU_INST(c)->core, vr, nvr, value));
+    return (fmi2Status)mc2fmu_get_reals(MC2FMU_CORE(c), __func__, vr, nvr, value);
 }
 
 fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Real value[]) {
     MC2FMU_CHECK(c);
-    if (nvr > 0 && (!vr || !value)) return fmi2Error;
-    return mc2fmu_fmi2_status(mc2fmu_set_reals(&MC2FMU_INST(c)->core, vr, nvr, value));
+    return (fmi2Status)mc2fmu_set_reals(MC2FMU_CORE(c), __func__, vr, nvr, value);
 }
 
 /* the model has Real variables only */
-#define MC2FMU_NO_TYPE(fn, ctype, type)                                                                       \
-    fmi2Status fn(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, ctype value[]) {                \
-        (void)vr;                                                                                             \
-        (void)value;                                                                                          \
-        MC2FMU_CHECK(c);                                                                                      \
-        if (nvr == 0) return fmi2OK;                                                                          \
-        return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "the model has no " type " variables")); \
+#define MC2FMU_NO_TYPE(fn, ctype, call, type)                                                       \
+    fmi2Status fn(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, ctype value[]) {       \
+        (void)vr;                                                                                   \
+        (void)value;                                                                                \
+        MC2FMU_CHECK(c);                                                                            \
+        return (fmi2Status)mc2fmu_no_type(MC2FMU_CORE(c), __func__, call, nvr, type);               \
     }
 
-MC2FMU_NO_TYPE(fmi2GetInteger, fmi2Integer, "Integer")
-MC2FMU_NO_TYPE(fmi2GetBoolean, fmi2Boolean, "Boolean")
-MC2FMU_NO_TYPE(fmi2GetString, fmi2String, "String")
-MC2FMU_NO_TYPE(fmi2SetInteger, const fmi2Integer, "Integer")
-MC2FMU_NO_TYPE(fmi2SetBoolean, const fmi2Boolean, "Boolean")
-MC2FMU_NO_TYPE(fmi2SetString, const fmi2String, "String")
-
-/* FMU state */
-fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *FMUstate) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_get_fmu_state(&MC2FMU_INST(c)->core, FMUstate));
-}
-
-fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate FMUstate) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_set_fmu_state(&MC2FMU_INST(c)->core, FMUstate));
-}
-
-fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *FMUstate) {
-    (void)c;
-    mc2fmu_free_fmu_state(FMUstate);
-    return fmi2OK;
-}
-
-fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate FMUstate, size_t *size) {
-    (void)FMUstate;
-    MC2FMU_CHECK(c);
-    *size = MC2FMU_BLOB_SIZE;
-    return fmi2OK;
-}
-
-fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate FMUstate, fmi2Byte serializedState[], size_t size) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(
-        mc2fmu_serialize_fmu_state(&MC2FMU_INST(c)->core, FMUstate, (unsigned char *)serializedState, size));
-}
-
-fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte serializedState[], size_t size,
-                                   fmi2FMUstate *FMUstate) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(
-        mc2fmu_deserialize_fmu_state(&MC2FMU_INST(c)->core, (const unsigned char *)serializedState, size, FMUstate));
-}
+MC2FMU_NO_TYPE(fmi2GetInteger, fmi2Integer, MC2FMU_CALL_GET, "Integer")
+MC2FMU_NO_TYPE(fmi2GetBoolean, fmi2Boolean, MC2FMU_CALL_GET, "Boolean")
+MC2FMU_NO_TYPE(fmi2GetString, fmi2String, MC2FMU_CALL_GET, "String")
+MC2FMU_NO_TYPE(fmi2SetInteger, const fmi2Integer, MC2FMU_CALL_SET, "Integer")
+MC2FMU_NO_TYPE(fmi2SetBoolean, const fmi2Boolean, MC2FMU_CALL_SET, "Boolean")
+MC2FMU_NO_TYPE(fmi2SetString, const fmi2String, MC2FMU_CALL_SET, "String")
 
 fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReference vUnknown_ref[], size_t nUnknown,
                                         const fmi2ValueReference vKnown_ref[], size_t nKnown,
                                         const fmi2Real dvKnown[], fmi2Real dvUnknown[]) {
     MC2FMU_CHECK(c);
-    if ((nUnknown > 0 && (!vUnknown_ref || !dvUnknown)) || (nKnown > 0 && (!vKnown_ref || !dvKnown)))
-        return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "fmi2GetDirectionalDerivative: a NULL array"));
-    return mc2fmu_fmi2_status(mc2fmu_directional(&MC2FMU_INST(c)->core, vUnknown_ref, nUnknown, vKnown_ref, nKnown,
-                                                 dvKnown, dvUnknown));
+    return (fmi2Status)mc2fmu_directional(MC2FMU_CORE(c), __func__, vUnknown_ref, nUnknown, vKnown_ref, nKnown,
+                                          dvKnown, dvUnknown);
 }
 
-/* model exchange */
-fmi2Status fmi2EnterEventMode(fmi2Component c) {
-    MC2FMU_CHECK(c);
-    return fmi2OK;
-}
-
+/* model exchange (the rest is in mc2fmu_fmi.h) */
 fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *info) {
     MC2FMU_CHECK(c);
+    if (mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_DISCRETE, __func__) ||
+        mc2fmu_null(MC2FMU_CORE(c), __func__, "the event info", info, 1))
+        return fmi2Error;
     info->newDiscreteStatesNeeded = fmi2False;
     info->terminateSimulation = fmi2False;
     info->nominalsOfContinuousStatesChanged = fmi2False;
@@ -218,62 +150,22 @@ fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *info) {
     return fmi2OK;
 }
 
-fmi2Status fmi2EnterContinuousTimeMode(fmi2Component c) {
-    MC2FMU_CHECK(c);
-    return fmi2OK;
-}
-
-fmi2Status fmi2CompletedIntegratorStep(fmi2Component c, fmi2Boolean noSetFMUStatePriorToCurrentPoint,
-                                       fmi2Boolean *enterEventMode, fmi2Boolean *terminateSimulation) {
-    (void)noSetFMUStatePriorToCurrentPoint;
-    MC2FMU_CHECK(c);
-    if (enterEventMode) *enterEventMode = fmi2False;
-    if (terminateSimulation) *terminateSimulation = fmi2False;
-    return mc2fmu_fmi2_status(mc2fmu_completed_integrator_step(&MC2FMU_INST(c)->core));
-}
-
-fmi2Status fmi2SetTime(fmi2Component c, fmi2Real time) {
-    MC2FMU_CHECK(c);
-    MC2FMU_INST(c)->core.s.time = time;
-    return fmi2OK;
-}
-
-fmi2Status fmi2SetContinuousStates(fmi2Component c, const fmi2Real x[], size_t nx) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_set_states(&MC2FMU_INST(c)->core, x, nx));
-}
-
-fmi2Status fmi2GetDerivatives(fmi2Component c, fmi2Real derivatives[], size_t nx) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_derivatives(&MC2FMU_INST(c)->core, derivatives, nx));
-}
-
-fmi2Status fmi2GetEventIndicators(fmi2Component c, fmi2Real eventIndicators[], size_t ni) {
-    (void)eventIndicators;
-    MC2FMU_CHECK(c);
-    return ni == 0 ? fmi2OK : fmi2Error;
-}
-
-fmi2Status fmi2GetContinuousStates(fmi2Component c, fmi2Real x[], size_t nx) {
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_get_states(&MC2FMU_INST(c)->core, x, nx));
-}
-
-fmi2Status fmi2GetNominalsOfContinuousStates(fmi2Component c, fmi2Real x_nominal[], size_t nx) {
-    MC2FMU_CHECK(c);
-    mc2fmu_nominals(x_nominal, nx);
-    return fmi2OK;
-}
-
 /* co-simulation */
+static fmi2Status mc2fmu_fmi2_never(fmi2Component c, const char *fn, const char *what) {
+    char msg[MC2FMU_MESSAGE];
+    MC2FMU_CHECK(c);
+    if (mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_ANY, fn)) return fmi2Error;
+    snprintf(msg, sizeof msg, "%s refused: %s", fn, what);
+    return (fmi2Status)mc2fmu_fail(MC2FMU_CORE(c), msg);
+}
+
 fmi2Status fmi2SetRealInputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,
                                        const fmi2Integer order[], const fmi2Real value[]) {
     (void)vr;
     (void)order;
     (void)value;
     (void)nvr;
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "input derivatives are not supported"));
+    return mc2fmu_fmi2_never(c, __func__, "input derivatives are not supported (canInterpolateInputs = false)");
 }
 
 fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,
@@ -282,55 +174,56 @@ fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReferenc
     (void)order;
     (void)value;
     (void)nvr;
-    MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_fail(&MC2FMU_INST(c)->core, "output derivatives are not provided"));
+    return mc2fmu_fmi2_never(c, __func__, "output derivatives are not provided (maxOutputDerivativeOrder = 0)");
 }
 
 fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunicationPoint, fmi2Real communicationStepSize,
                       fmi2Boolean noSetFMUStatePriorToCurrentPoint) {
     (void)noSetFMUStatePriorToCurrentPoint;
     MC2FMU_CHECK(c);
-    return mc2fmu_fmi2_status(mc2fmu_do_step(&MC2FMU_INST(c)->core, currentCommunicationPoint, communicationStepSize));
+    return (fmi2Status)mc2fmu_do_step(MC2FMU_CORE(c), __func__, currentCommunicationPoint, communicationStepSize);
 }
 
 fmi2Status fmi2CancelStep(fmi2Component c) {
+    return mc2fmu_fmi2_never(c, __func__, "doStep never runs asynchronously, there is no step to cancel");
+}
+
+/* the status queries (co-simulation): the last doStep's status and the last successful time;
+   nothing is ever pending */
+static fmi2Status mc2fmu_fmi2_status(fmi2Component c, const char *fn, const void *value) {
     MC2FMU_CHECK(c);
-    return fmi2Error; /* doStep never runs asynchronously */
+    if (mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_STATUS, fn) || mc2fmu_null(MC2FMU_CORE(c), fn, "the value", value, 1))
+        return fmi2Error;
+    return fmi2OK;
 }
 
 fmi2Status fmi2GetStatus(fmi2Component c, const fmi2StatusKind s, fmi2Status *value) {
-    (void)s;
-    MC2FMU_CHECK(c);
-    *value = MC2FMU_INST(c)->core.s.failed ? fmi2Error : fmi2OK;
+    if (mc2fmu_fmi2_status(c, __func__, value)) return fmi2Error;
+    if (s != fmi2DoStepStatus) return fmi2Discard;
+    *value = fmi2OK; /* a failed step left the FMU failed: this call would have been refused */
     return fmi2OK;
 }
 
 fmi2Status fmi2GetRealStatus(fmi2Component c, const fmi2StatusKind s, fmi2Real *value) {
-    MC2FMU_CHECK(c);
-    if (s == fmi2LastSuccessfulTime) {
-        *value = MC2FMU_INST(c)->core.s.time;
-        return fmi2OK;
-    }
-    return fmi2Discard;
+    if (mc2fmu_fmi2_status(c, __func__, value)) return fmi2Error;
+    if (s != fmi2LastSuccessfulTime) return fmi2Discard;
+    *value = MC2FMU_CORE(c)->s.time;
+    return fmi2OK;
 }
 
 fmi2Status fmi2GetIntegerStatus(fmi2Component c, const fmi2StatusKind s, fmi2Integer *value) {
     (void)s;
-    (void)value;
-    MC2FMU_CHECK(c);
-    return fmi2Discard;
+    return mc2fmu_fmi2_status(c, __func__, value) ? fmi2Error : fmi2Discard;
 }
 
 fmi2Status fmi2GetBooleanStatus(fmi2Component c, const fmi2StatusKind s, fmi2Boolean *value) {
-    (void)s;
-    MC2FMU_CHECK(c);
-    *value = fmi2False;
-    return fmi2Discard;
+    if (mc2fmu_fmi2_status(c, __func__, value)) return fmi2Error;
+    if (s != fmi2Terminated) return fmi2Discard;
+    *value = fmi2False; /* the FMU never asks to terminate */
+    return fmi2OK;
 }
 
 fmi2Status fmi2GetStringStatus(fmi2Component c, const fmi2StatusKind s, fmi2String *value) {
     (void)s;
-    (void)value;
-    MC2FMU_CHECK(c);
-    return fmi2Discard;
+    return mc2fmu_fmi2_status(c, __func__, value) ? fmi2Error : fmi2Discard;
 }

@@ -90,7 +90,16 @@ typedef struct {
 /* statuses, numerically equal in FMI 2 and FMI 3 */
 enum { MC2FMU_OK = 0, MC2FMU_WARNING = 1, MC2FMU_DISCARD = 2, MC2FMU_ERROR = 3, MC2FMU_FATAL = 4 };
 enum { MC2FMU_CS = 0, MC2FMU_ME = 1 };
-enum { MC2FMU_INSTANTIATED = 0, MC2FMU_INITIALIZATION = 1, MC2FMU_RUNNING = 2, MC2FMU_TERMINATED = 3 };
+/* the phases of an instance: the states of the FMI state machines (FMI 2 "stepComplete" is
+   MC2FMU_STEP); an Error is kept apart, in mc2fmu_state.failed */
+enum { MC2FMU_INSTANTIATED, MC2FMU_INITIALIZATION, MC2FMU_EVENT, MC2FMU_CONTINUOUS, MC2FMU_STEP, MC2FMU_TERMINATED,
+       MC2FMU_PHASES };
+/* sane magnitudes where values enter (as the CLI checks files: mc2fmu/data/poses.py) */
+#define MC2FMU_MAX_TIME 1e9   /* s: start time, setTime */
+#define MC2FMU_MAX_INPUT 1e12 /* N or N.m */
+/* a start state further than this many training spans outside the envelope is refused at
+   initialisation (closer, it is extrapolation, and the envelope output says how far) */
+#define MC2FMU_MAX_START_EXCURSION 1e3
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MC2FMU_INLINE static inline __attribute__((always_inline))
@@ -177,7 +186,7 @@ static double mc2fmu_envelope_distance(const double *q, const double *qd, const 
 
 /* ------------------------------------------------------------------ the runtime */
 
-#define MC2FMU_MESSAGE 240
+#define MC2FMU_MESSAGE 400
 
 /* everything an FMU state holds: plain old data, copied and serialised as bytes */
 typedef struct {
@@ -195,6 +204,8 @@ typedef struct {
     double q_out[MC2FMU_NQ], qd_out[MC2FMU_NQ]; /* co-simulation outputs at the communication time */
     double xs[2 * MC2FMU_NQ];           /* model exchange: the continuous states q, qd */
     double envelope;
+    double t_completed[2];              /* model exchange: the times of the last two completedIntegratorStep */
+    double t_event;                     /* model exchange: the time of the last event (initialisation included) */
     int32_t phase, warned, failed, pad;
     char failure[MC2FMU_MESSAGE];
 } mc2fmu_state;
@@ -202,10 +213,20 @@ typedef struct {
 typedef struct mc2fmu_core mc2fmu_core;
 typedef void (*mc2fmu_log_fn)(mc2fmu_core *c, int status, const char *category, const char *message);
 
+/* an FMU state handed to the host: kept on its instance's list, so a pointer the instance did
+   not hand out is refused (never dereferenced) and fmiFreeInstance frees what the host left */
+typedef struct mc2fmu_saved {
+    struct mc2fmu_saved *next;
+    mc2fmu_state s;
+} mc2fmu_saved;
+
 struct mc2fmu_core {
     mc2fmu_state s;
-    int interface;
+    int interface;                      /* MC2FMU_CS or MC2FMU_ME */
+    int fmi;                            /* 2 or 3: which state machine and function names */
+    mc2fmu_saved *saved;                /* the FMU states handed out and not yet freed */
     mc2fmu_log_fn log;
+    int logging_on;                     /* debug logging: messages of status OK are sent only then */
     void *glue;                         /* the FMI glue's instance data (callbacks, name) */
     int pose_valid;
     double pose[7 * MC2FMU_NB];
@@ -233,7 +254,7 @@ static void mc2fmu_logf(mc2fmu_core *c, int status, const char *fmt, ...) {
     if (c->log) c->log(c, status, cat, buf);
 }
 
-/* log an error and remember it: an FMU that failed refuses to step on */
+/* log an error and remember it: an FMU that failed refuses every call until reset or restored */
 static int mc2fmu_fail(mc2fmu_core *c, const char *message) {
     c->s.failed = 1;
     snprintf(c->s.failure, sizeof c->s.failure, "%s", message);
@@ -269,17 +290,134 @@ static void mc2fmu_reset(mc2fmu_core *c) {
     c->pose_valid = 0;
 }
 
-/* a new instance's core (zeroed by the caller): its interface, the FMI glue's logger and
-   instance data, then the start values */
-static void mc2fmu_init(mc2fmu_core *c, int interface, mc2fmu_log_fn log, void *glue) {
+/* a new instance's core (zeroed by the caller): its FMI version and interface, the FMI glue's
+   logger and instance data, then the start values */
+static void mc2fmu_init(mc2fmu_core *c, int fmi, int interface, int logging_on, mc2fmu_log_fn log, void *glue) {
+    c->fmi = fmi;
+    c->logging_on = logging_on;
     c->interface = interface;
     c->log = log;
     c->glue = glue;
+    c->saved = NULL;
     mc2fmu_reset(c);
 }
 
+/* initialisation is over: the outputs are the model's, no longer the start values */
 static int mc2fmu_running(const mc2fmu_core *c) {
-    return c->s.phase == MC2FMU_RUNNING || c->s.phase == MC2FMU_TERMINATED;
+    return c->s.phase >= MC2FMU_EVENT;
+}
+
+/* ------------------------------------------------------------------ the state machines */
+
+/* what a call does, for the state machine (one entry per group of FMI functions that the
+   standard allows in the same states) */
+enum {
+    MC2FMU_CALL_ANY,              /* setDebugLogging, reset, the FMU-state functions: every state */
+    MC2FMU_CALL_SETUP,            /* fmi2SetupExperiment, enterInitializationMode */
+    MC2FMU_CALL_EXIT_INIT,
+    MC2FMU_CALL_ENTER_EVENT,
+    MC2FMU_CALL_DISCRETE,         /* fmi2NewDiscreteStates, fmi3UpdateDiscreteStates, fmi3EvaluateDiscreteStates */
+    MC2FMU_CALL_ENTER_CONTINUOUS,
+    MC2FMU_CALL_COMPLETED_STEP,
+    MC2FMU_CALL_SET_TIME,
+    MC2FMU_CALL_SET_STATES,
+    MC2FMU_CALL_GET_STATES,       /* getContinuousStates, getEventIndicators */
+    MC2FMU_CALL_GET_DERIVATIVES,
+    MC2FMU_CALL_GET_NOMINALS,
+    MC2FMU_CALL_COUNTS,           /* fmi3GetNumberOfContinuousStates / EventIndicators */
+    MC2FMU_CALL_ENTER_STEP,
+    MC2FMU_CALL_DO_STEP,
+    MC2FMU_CALL_STATUS,           /* fmi2Get*Status */
+    MC2FMU_CALL_GET,
+    MC2FMU_CALL_SET,
+    MC2FMU_CALL_DIRECTIONAL,
+    MC2FMU_CALL_TERMINATE,
+    MC2FMU_CALL_NEVER             /* a capability the model does not have (input derivatives, clocks, ...) */
+};
+
+#define MC2FMU_IN(p) (1u << (p))
+#define MC2FMU_ALL_PHASES (MC2FMU_IN(MC2FMU_PHASES) - 1u)
+
+/* the phases in which the standard allows a call: the state tables of FMI 2.0 (section 3.2.3
+   model exchange, 4.2.4 co-simulation) and FMI 3.0 (sections 2.3, 3.2, 4.2) */
+static unsigned mc2fmu_allowed(const mc2fmu_core *c, int call) {
+    const int me = c->interface == MC2FMU_ME, fmi2 = c->fmi == 2;
+    const unsigned inst = MC2FMU_IN(MC2FMU_INSTANTIATED), init = MC2FMU_IN(MC2FMU_INITIALIZATION),
+                   event = MC2FMU_IN(MC2FMU_EVENT), cont = MC2FMU_IN(MC2FMU_CONTINUOUS), step = MC2FMU_IN(MC2FMU_STEP),
+                   term = MC2FMU_IN(MC2FMU_TERMINATED);
+    switch (call) {
+    case MC2FMU_CALL_ANY: return MC2FMU_ALL_PHASES;
+    case MC2FMU_CALL_SETUP: return inst;
+    case MC2FMU_CALL_EXIT_INIT: return init;
+    case MC2FMU_CALL_ENTER_EVENT: return me ? (fmi2 ? event | cont : cont) : 0u; /* CS: hasEventMode = false */
+    case MC2FMU_CALL_DISCRETE: case MC2FMU_CALL_ENTER_CONTINUOUS: return me ? event : 0u;
+    case MC2FMU_CALL_COMPLETED_STEP: case MC2FMU_CALL_SET_STATES: return me ? cont : 0u;
+    case MC2FMU_CALL_SET_TIME: return me ? event | cont : 0u;
+    case MC2FMU_CALL_GET_STATES: return me ? init | event | cont | term : 0u;
+    case MC2FMU_CALL_GET_DERIVATIVES: return me ? (fmi2 ? 0u : init) | event | cont | term : 0u;
+    case MC2FMU_CALL_GET_NOMINALS: return me ? (fmi2 ? inst : init) | event | cont | term : 0u;
+    case MC2FMU_CALL_COUNTS: return me ? MC2FMU_ALL_PHASES : 0u;
+    case MC2FMU_CALL_ENTER_STEP: return 0u; /* it leaves Event Mode, which co-simulation never enters here */
+    case MC2FMU_CALL_DO_STEP: return me ? 0u : step;
+    case MC2FMU_CALL_STATUS: return me ? 0u : step | term;
+    case MC2FMU_CALL_GET: return (fmi2 ? 0u : inst) | init | event | cont | step | term;
+    case MC2FMU_CALL_SET: return inst | init | event | cont | step;
+    case MC2FMU_CALL_DIRECTIONAL: return init | event | cont | step | term;
+    case MC2FMU_CALL_TERMINATE: return event | cont | step;
+    default: return 0u;
+    }
+}
+
+static const char *mc2fmu_phase_name(const mc2fmu_core *c, int phase) {
+    static const char *const fmi2[] = {"instantiated", "initialization mode", "event mode", "continuous-time mode",
+                                       "step complete", "terminated"};
+    static const char *const fmi3[] = {"Instantiated", "Initialization Mode", "Event Mode", "Continuous-Time Mode",
+                                       "Step Mode", "Terminated"};
+    if (phase < 0 || phase >= MC2FMU_PHASES) return "an unknown state";
+    return c->fmi == 2 ? fmi2[phase] : fmi3[phase];
+}
+
+/* the gate of every FMI function but instantiate and freeInstance: a call after an Error, or in
+   a state where the standard does not allow it, answers Error with a message that says why.
+   An Error is kept until the host resets the instance or restores an FMU state (FMI 2: the
+   "error" state; FMI 3: Terminated), so no value computed after it is ever answered OK. */
+static int mc2fmu_begin(mc2fmu_core *c, int call, const char *fn) {
+    char msg[MC2FMU_MESSAGE];
+    unsigned allowed;
+    int p, n = 0;
+    size_t len;
+    if (c->s.failed && call != MC2FMU_CALL_ANY) {
+        char failure[MC2FMU_MESSAGE];
+        snprintf(failure, sizeof failure, "%s", c->s.failure); /* fail() overwrites it */
+        snprintf(msg, sizeof msg, "%s refused: the FMU failed earlier (%.280s); reset it or restore an FMU state", fn,
+                 failure);
+        mc2fmu_fail(c, msg);
+        snprintf(c->s.failure, sizeof c->s.failure, "%s", failure); /* the first failure is the one to report */
+        return MC2FMU_ERROR;
+    }
+    allowed = mc2fmu_allowed(c, call);
+    if (allowed & MC2FMU_IN(c->s.phase)) return MC2FMU_OK;
+    if (!allowed) {
+        snprintf(msg, sizeof msg, "%s refused: this %s FMU does not provide it", fn,
+                 c->interface == MC2FMU_ME ? "model-exchange" : "co-simulation");
+        return mc2fmu_fail(c, msg);
+    }
+    snprintf(msg, sizeof msg, "%s refused in %s: the standard allows it in ", fn, mc2fmu_phase_name(c, c->s.phase));
+    for (p = 0; p < MC2FMU_PHASES; p++)
+        if (allowed & MC2FMU_IN(p)) {
+            len = strlen(msg);
+            snprintf(msg + len, sizeof msg - len, "%s%s", n++ ? ", " : "", mc2fmu_phase_name(c, p));
+        }
+    return mc2fmu_fail(c, msg);
+}
+
+/* an array argument that is NULL although the call has `n` elements to read or write, or a
+   NULL output: Error with a message */
+static int mc2fmu_null(mc2fmu_core *c, const char *fn, const char *what, const void *ptr, size_t n) {
+    char msg[MC2FMU_MESSAGE];
+    if (ptr || n == 0) return MC2FMU_OK;
+    snprintf(msg, sizeof msg, "%s: %s is NULL", fn, what);
+    return mc2fmu_fail(c, msg);
 }
 
 /* the current q and qd: the start values before initialisation is over, then the
@@ -387,24 +525,26 @@ static void mc2fmu_rhs(mc2fmu_core *c, const double *q, const double *qd, double
 #endif
 }
 
-/* the start time, set by FMI 2 setupExperiment or FMI 3 enterInitializationMode: only on a
-   fresh (or reset) instance, and finite; ``refusal`` is the caller's message for a wrong phase */
-static int mc2fmu_set_start(mc2fmu_core *c, double start_time, const char *refusal) {
+/* a time the host passes (start time, setTime): finite and of a sane magnitude */
+static int mc2fmu_check_time(mc2fmu_core *c, const char *fn, const char *what, double t) {
     char msg[MC2FMU_MESSAGE], b[40];
-    if (c->s.phase != MC2FMU_INSTANTIATED) return mc2fmu_fail(c, refusal);
-    if (!isfinite(start_time)) {
-        snprintf(msg, sizeof msg, "start time %s refused: it must be finite", mc2fmu_repr(start_time, b, sizeof b));
-        return mc2fmu_fail(c, msg);
-    }
+    if (isfinite(t) && fabs(t) <= MC2FMU_MAX_TIME) return MC2FMU_OK;
+    snprintf(msg, sizeof msg, "%s: %s %s refused: it must be finite and at most %g s in magnitude", fn, what,
+             mc2fmu_repr(t, b, sizeof b), MC2FMU_MAX_TIME);
+    return mc2fmu_fail(c, msg);
+}
+
+/* FMI 2 setupExperiment; FMI 3 enterInitializationMode (has_start: it carries the start time) */
+static int mc2fmu_setup(mc2fmu_core *c, const char *fn, double start_time) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_SETUP, fn) || mc2fmu_check_time(c, fn, "start time", start_time))
+        return MC2FMU_ERROR;
     c->s.t0 = start_time;
     c->s.time = start_time;
     return MC2FMU_OK;
 }
 
-static int mc2fmu_enter_initialization(mc2fmu_core *c, double start_time) {
-    if (mc2fmu_set_start(c, start_time,
-                         "enterInitializationMode refused: the FMU is not freshly instantiated (reset it first)"))
-        return MC2FMU_ERROR;
+static int mc2fmu_enter_initialization(mc2fmu_core *c, const char *fn, int has_start, double start_time) {
+    if (has_start ? mc2fmu_setup(c, fn, start_time) : mc2fmu_begin(c, MC2FMU_CALL_SETUP, fn)) return MC2FMU_ERROR;
     c->s.phase = MC2FMU_INITIALIZATION;
     c->pose_valid = 0;
     return MC2FMU_OK;
@@ -447,43 +587,78 @@ static void mc2fmu_prime(mc2fmu_core *c) {
 #endif
 }
 
-static int mc2fmu_exit_initialization(mc2fmu_core *c) {
-    int i;
-    if (c->s.failed) return mc2fmu_fail(c, "initialisation refused: the FMU failed earlier; re-instantiate it");
-    if (c->s.phase != MC2FMU_INITIALIZATION)
-        return mc2fmu_fail(c, "exitInitializationMode refused: enterInitializationMode was not called");
-    c->s.phase = MC2FMU_RUNNING;
+/* the start values at initialisation: none further than MC2FMU_MAX_START_EXCURSION training
+   spans outside the envelope (which would be no longer extrapolation but a wrong value) */
+static int mc2fmu_check_start(mc2fmu_core *c, const char *fn) {
+    char msg[MC2FMU_MESSAGE], b[40];
+    int ch;
+    for (ch = 0; ch < 2 * MC2FMU_NQ; ch++) {
+        const double v = ch < MC2FMU_NQ ? c->s.q_start[ch] : c->s.qd_start[ch - MC2FMU_NQ];
+        const double lo = mc2fmu_env_lo[ch], hi = mc2fmu_env_hi[ch];
+        double span, ex;
+        if (!(isfinite(lo) && isfinite(hi))) continue;
+        span = fmax(hi - lo, 1e-12 * fmax(fabs(hi), 1.0));
+        ex = fmax(fmax(lo - v, v - hi), 0.0) / span;
+        if (ex > MC2FMU_MAX_START_EXCURSION) {
+            snprintf(msg, sizeof msg, "%s: %s[%d] = %s refused: it lies %.3g training spans outside the range "
+                     "[%.6g, %.6g] the model was trained on (at most %g are accepted)", fn,
+                     ch < MC2FMU_NQ ? "q_start" : "qd_start", ch % MC2FMU_NQ + 1, mc2fmu_repr(v, b, sizeof b), ex, lo,
+                     hi, MC2FMU_MAX_START_EXCURSION);
+            return mc2fmu_fail(c, msg);
+        }
+    }
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_exit_initialization(mc2fmu_core *c, const char *fn) {
+    char msg[MC2FMU_MESSAGE];
+    int i, finite = 1;
+    if (mc2fmu_begin(c, MC2FMU_CALL_EXIT_INIT, fn) || mc2fmu_check_start(c, fn)) return MC2FMU_ERROR;
     c->s.time = c->s.t0;
     c->pose_valid = 0;
     if (c->interface == MC2FMU_ME) {
+        double a[MC2FMU_NQ];
         for (i = 0; i < MC2FMU_NQ; i++) {
             c->s.xs[i] = c->s.q_start[i];
             c->s.xs[MC2FMU_NQ + i] = c->s.qd_start[i];
         }
+        mc2fmu_rhs(c, c->s.xs, c->s.xs + MC2FMU_NQ, a);
+        finite = mc2fmu_all_finite(a, MC2FMU_NQ);
+        c->s.t_completed[0] = c->s.t_completed[1] = c->s.t_event = c->s.t0;
+        c->s.phase = MC2FMU_EVENT;
+    } else {
+        mc2fmu_prime(c);
+        c->s.k = 0;
+        finite = mc2fmu_all_finite(c->s.hist[1], MC2FMU_NQ) && mc2fmu_all_finite(c->s.hist[2], MC2FMU_NQ);
+        c->s.phase = MC2FMU_STEP;
+    }
+    if (!finite) {
+        snprintf(msg, sizeof msg, "%s: the model is not finite at the start state (envelope distance %.3g); set "
+                 "q_start and qd_start within the range the model was trained on", fn,
+                 mc2fmu_envelope_distance(c->s.q_start, c->s.qd_start, c->s.u));
+        c->s.phase = MC2FMU_INITIALIZATION;
+        return mc2fmu_fail(c, msg);
+    }
+    if (c->interface == MC2FMU_ME) {
         c->s.envelope = mc2fmu_envelope_distance(c->s.xs, c->s.xs + MC2FMU_NQ, c->s.u);
         mc2fmu_check_envelope(c, c->s.t0);
-        return MC2FMU_OK;
+    } else {
+        mc2fmu_outputs(c, c->s.t0);
     }
-    mc2fmu_prime(c);
-    c->s.k = 0;
-    mc2fmu_outputs(c, c->s.t0);
     return MC2FMU_OK;
 }
 
-static int mc2fmu_do_step(mc2fmu_core *c, double current_time, double step_size) {
+static int mc2fmu_do_step(mc2fmu_core *c, const char *fn, double current_time, double step_size) {
     char msg[MC2FMU_MESSAGE];
     double target, n, r;
     int64_t k_target;
     int i;
-    if (c->s.failed) {
-        snprintf(msg, sizeof msg, "the FMU failed earlier (%.150s); re-instantiate it", c->s.failure);
-        return mc2fmu_fail(c, msg);
-    }
-    if (c->s.phase != MC2FMU_RUNNING) return mc2fmu_fail(c, "doStep called outside step mode (initialise the FMU first)");
-    if (c->interface != MC2FMU_CS) return mc2fmu_fail(c, "doStep refused: this instance is a model-exchange one");
-    if (!(step_size >= 0 && isfinite(step_size))) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_DO_STEP, fn)) return MC2FMU_ERROR;
+    /* FMI 3 requires h > 0; FMI 2 allows h = 0 */
+    if (!((c->fmi == 2 ? step_size >= 0 : step_size > 0) && isfinite(step_size))) {
         char b[40];
-        snprintf(msg, sizeof msg, "invalid communication step size %s", mc2fmu_repr(step_size, b, sizeof b));
+        snprintf(msg, sizeof msg, "%s: invalid communication step size %s (it must be finite and %s)", fn,
+                 mc2fmu_repr(step_size, b, sizeof b), c->fmi == 2 ? ">= 0" : "> 0");
         return mc2fmu_fail(c, msg);
     }
     if (!(fabs(current_time - c->s.time) <= 1e-9 * fmax(1.0, fabs(c->s.time)) + 1e-6 * MC2FMU_DT)) {
@@ -566,18 +741,69 @@ static int mc2fmu_do_step(mc2fmu_core *c, double current_time, double step_size)
     return c->s.failed ? MC2FMU_ERROR : MC2FMU_OK;
 }
 
+static int mc2fmu_terminate(mc2fmu_core *c, const char *fn) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_TERMINATE, fn)) return MC2FMU_ERROR;
+    c->s.phase = MC2FMU_TERMINATED;
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_reset_call(mc2fmu_core *c, const char *fn) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn)) return MC2FMU_ERROR;
+    mc2fmu_reset(c);
+    return MC2FMU_OK;
+}
+
 /* model exchange */
-static int mc2fmu_set_states(mc2fmu_core *c, const double *x, size_t nx) {
-    size_t i;
-    char msg[MC2FMU_MESSAGE], b[40];
-    if (nx != 2 * MC2FMU_NQ) {
-        snprintf(msg, sizeof msg, "%lu continuous states passed, the model has %d", (unsigned long)nx, 2 * MC2FMU_NQ);
+
+/* the number of continuous states `n` a call passes: the model's 2 NQ, or Error */
+static int mc2fmu_check_nx(mc2fmu_core *c, const char *fn, size_t n) {
+    char msg[MC2FMU_MESSAGE];
+    if (n == 2 * MC2FMU_NQ) return MC2FMU_OK;
+    snprintf(msg, sizeof msg, "%s: %lu continuous states passed, the model has %d", fn, (unsigned long)n,
+             2 * MC2FMU_NQ);
+    return mc2fmu_fail(c, msg);
+}
+
+static int mc2fmu_enter_event(mc2fmu_core *c, const char *fn) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_ENTER_EVENT, fn)) return MC2FMU_ERROR;
+    c->s.phase = MC2FMU_EVENT;
+    c->s.t_event = c->s.time;
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_enter_continuous(mc2fmu_core *c, const char *fn) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_ENTER_CONTINUOUS, fn)) return MC2FMU_ERROR;
+    c->s.phase = MC2FMU_CONTINUOUS;
+    return MC2FMU_OK;
+}
+
+/* setTime: at or after the start time, the time of the second last completedIntegratorStep and
+   that of the last event (FMI 3.0, section 3.2.1; the same rule for FMI 2) */
+static int mc2fmu_set_time(mc2fmu_core *c, const char *fn, double t) {
+    char msg[MC2FMU_MESSAGE];
+    double floor_t;
+    if (mc2fmu_begin(c, MC2FMU_CALL_SET_TIME, fn) || mc2fmu_check_time(c, fn, "time", t)) return MC2FMU_ERROR;
+    floor_t = fmax(c->s.t0, fmax(c->s.t_completed[0], c->s.t_event));
+    if (t < floor_t - 1e-12 * fmax(1.0, fabs(floor_t))) {
+        snprintf(msg, sizeof msg, "%s: time %.17g refused: it is before %.17g (the start time, the second last "
+                 "completed integrator step or the last event, whichever is latest)", fn, t, floor_t);
         return mc2fmu_fail(c, msg);
     }
+    c->s.time = t;
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_set_states(mc2fmu_core *c, const char *fn, const double *x, size_t nx) {
+    size_t i;
+    char msg[MC2FMU_MESSAGE], b[40];
+    if (mc2fmu_begin(c, MC2FMU_CALL_SET_STATES, fn) || mc2fmu_null(c, fn, "the states", x, nx) ||
+        mc2fmu_check_nx(c, fn, nx))
+        return MC2FMU_ERROR;
     for (i = 0; i < nx; i++)
         if (!isfinite(x[i])) {
-            snprintf(msg, sizeof msg, "non-finite continuous state %s = %s at t = %.6g s; the model has left the range "
-                     "it was trained on", i < MC2FMU_NQ ? "q" : "qd", mc2fmu_repr(x[i], b, sizeof b), c->s.time);
+            snprintf(msg, sizeof msg, "%s: non-finite continuous state %s = %s at t = %.6g s; the model has left the "
+                     "range it was trained on", fn, i < MC2FMU_NQ ? "q" : "qd", mc2fmu_repr(x[i], b, sizeof b),
+                     c->s.time);
             return mc2fmu_fail(c, msg);
         }
     memcpy(c->s.xs, x, sizeof c->s.xs);
@@ -585,19 +811,18 @@ static int mc2fmu_set_states(mc2fmu_core *c, const double *x, size_t nx) {
     return MC2FMU_OK;
 }
 
-static int mc2fmu_derivatives(mc2fmu_core *c, double *dx, size_t nx) {
+static int mc2fmu_derivatives(mc2fmu_core *c, const char *fn, double *dx, size_t nx) {
     double qdd[MC2FMU_NQ];
     char msg[MC2FMU_MESSAGE];
     int i;
-    if (nx != 2 * MC2FMU_NQ) {
-        snprintf(msg, sizeof msg, "%lu derivatives asked for, the model has %d states", (unsigned long)nx, 2 * MC2FMU_NQ);
-        return mc2fmu_fail(c, msg);
-    }
+    if (mc2fmu_begin(c, MC2FMU_CALL_GET_DERIVATIVES, fn) || mc2fmu_null(c, fn, "the derivatives", dx, nx) ||
+        mc2fmu_check_nx(c, fn, nx))
+        return MC2FMU_ERROR;
     mc2fmu_rhs(c, mc2fmu_cur_q(c), mc2fmu_cur_qd(c), qdd);
     for (i = 0; i < MC2FMU_NQ; i++) {
         if (!isfinite(qdd[i])) {
-            snprintf(msg, sizeof msg, "the reduced model produced a non-finite acceleration at t = %.6g s (envelope "
-                     "distance %.3g); the model has left the range it was trained on", c->s.time,
+            snprintf(msg, sizeof msg, "%s: the reduced model produced a non-finite acceleration at t = %.6g s "
+                     "(envelope distance %.3g); the model has left the range it was trained on", fn, c->s.time,
                      mc2fmu_envelope_distance(mc2fmu_cur_q(c), mc2fmu_cur_qd(c), c->s.u));
             return mc2fmu_fail(c, msg);
         }
@@ -607,9 +832,11 @@ static int mc2fmu_derivatives(mc2fmu_core *c, double *dx, size_t nx) {
     return MC2FMU_OK;
 }
 
-static int mc2fmu_get_states(const mc2fmu_core *c, double *x, size_t nx) {
+static int mc2fmu_get_states(mc2fmu_core *c, const char *fn, double *x, size_t nx) {
     int i;
-    if (nx != 2 * MC2FMU_NQ) return MC2FMU_ERROR;
+    if (mc2fmu_begin(c, MC2FMU_CALL_GET_STATES, fn) || mc2fmu_null(c, fn, "the states", x, nx) ||
+        mc2fmu_check_nx(c, fn, nx))
+        return MC2FMU_ERROR;
     for (i = 0; i < MC2FMU_NQ; i++) {
         x[i] = mc2fmu_cur_q(c)[i];
         x[MC2FMU_NQ + i] = mc2fmu_cur_qd(c)[i];
@@ -617,12 +844,31 @@ static int mc2fmu_get_states(const mc2fmu_core *c, double *x, size_t nx) {
     return MC2FMU_OK;
 }
 
-static void mc2fmu_nominals(double *x, size_t nx) {
+static int mc2fmu_nominals(mc2fmu_core *c, const char *fn, double *x, size_t nx) {
     size_t i;
+    if (mc2fmu_begin(c, MC2FMU_CALL_GET_NOMINALS, fn) || mc2fmu_null(c, fn, "the nominals", x, nx) ||
+        mc2fmu_check_nx(c, fn, nx))
+        return MC2FMU_ERROR;
     for (i = 0; i < nx; i++) x[i] = 1.0;
+    return MC2FMU_OK;
 }
 
-static int mc2fmu_completed_integrator_step(mc2fmu_core *c) {
+/* the model has no event indicators: a call for none is fine where the standard allows it */
+static int mc2fmu_event_indicators(mc2fmu_core *c, const char *fn, size_t n) {
+    char msg[MC2FMU_MESSAGE];
+    if (mc2fmu_begin(c, MC2FMU_CALL_GET_STATES, fn)) return MC2FMU_ERROR;
+    if (n == 0) return MC2FMU_OK;
+    snprintf(msg, sizeof msg, "%s: %lu event indicators asked for, the model has none", fn, (unsigned long)n);
+    return mc2fmu_fail(c, msg);
+}
+
+static int mc2fmu_completed_integrator_step(mc2fmu_core *c, const char *fn, const void *enter_event,
+                                            const void *terminate) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_COMPLETED_STEP, fn) || mc2fmu_null(c, fn, "enterEventMode", enter_event, 1) ||
+        mc2fmu_null(c, fn, "terminateSimulation", terminate, 1))
+        return MC2FMU_ERROR;
+    c->s.t_completed[0] = c->s.t_completed[1];
+    c->s.t_completed[1] = c->s.time;
     c->s.envelope = mc2fmu_envelope_distance(c->s.xs, c->s.xs + MC2FMU_NQ, c->s.u);
     mc2fmu_check_envelope(c, c->s.time);
     return MC2FMU_OK;
@@ -682,6 +928,13 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     }
     default: *value = NAN;
     }
+    if (!isfinite(*value)) {
+        char msg[MC2FMU_MESSAGE];
+        snprintf(msg, sizeof msg, "%s is not finite at t = %.6g s (envelope distance %.3g); the model has left the "
+                 "range it was trained on", var->name, c->s.time,
+                 mc2fmu_envelope_distance(mc2fmu_cur_q(c), mc2fmu_cur_qd(c), c->s.u));
+        return mc2fmu_fail(c, msg);
+    }
     return MC2FMU_OK;
 }
 
@@ -718,10 +971,14 @@ static double mc2fmu_envelope_slope(const double *q, const double *qd, const dou
    poses by the complex step through the twin of the code that computes their values, so the
    derivatives are exact to rounding, springs, learned laws and identified terms included; the
    envelope's by its active channel. */
-static int mc2fmu_directional(mc2fmu_core *c, const unsigned *unknowns, size_t n_unknown, const unsigned *knowns,
-                              size_t n_known, const double *seed, double *sens) {
+static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *unknowns, size_t n_unknown,
+                              const unsigned *knowns, size_t n_known, const double *seed, double *sens) {
     char msg[MC2FMU_MESSAGE];
     size_t k;
+    if (mc2fmu_begin(c, MC2FMU_CALL_DIRECTIONAL, fn) || mc2fmu_null(c, fn, "the unknowns", unknowns, n_unknown) ||
+        mc2fmu_null(c, fn, "the sensitivities", sens, n_unknown) || mc2fmu_null(c, fn, "the knowns", knowns, n_known) ||
+        mc2fmu_null(c, fn, "the seed", seed, n_known))
+        return MC2FMU_ERROR;
 #if MC2FMU_HAS_DIRECTIONAL
     double dq[MC2FMU_NQ] = {0}, dqd[MC2FMU_NQ] = {0}, du[MC2FMU_NU1] = {0}, scale = 0.0;
     double _Complex qc[MC2FMU_NQ], qdc[MC2FMU_NQ], uc[MC2FMU_NU1], ac[MC2FMU_NQ];
@@ -812,45 +1069,85 @@ static int mc2fmu_directional(mc2fmu_core *c, const unsigned *unknowns, size_t n
 #endif
 }
 
+/* which variables a host may set, and when: inputs until termination; the start parameters
+   (fixed, initial = exact) before initialisation ends; in FMI 3 model exchange the continuous
+   states q[i], qd[i] in Event and Continuous-Time Mode (FMI 3.0, sections 2.3.4 and 3.2.1) */
 static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
     const mc2fmu_variable *var;
     char msg[MC2FMU_MESSAGE], b[40];
+    const int before_init = c->s.phase == MC2FMU_INSTANTIATED || c->s.phase == MC2FMU_INITIALIZATION;
     if (mc2fmu_check_vr(c, vr)) return MC2FMU_ERROR;
     var = &mc2fmu_variables[vr];
-    if (var->role != MC2FMU_ROLE_INPUT && var->role != MC2FMU_ROLE_Q_START && var->role != MC2FMU_ROLE_QD_START) {
-        snprintf(msg, sizeof msg, "%s cannot be set: only inputs and parameters can", var->name);
-        return mc2fmu_fail(c, msg);
-    }
     if (!isfinite(value)) {
-        snprintf(msg, sizeof msg, "%s = %s refused: inputs and parameters must be finite", var->name,
+        snprintf(msg, sizeof msg, "%s = %s refused: inputs, parameters and states must be finite", var->name,
                  mc2fmu_repr(value, b, sizeof b));
         return mc2fmu_fail(c, msg);
     }
-    if (var->role != MC2FMU_ROLE_INPUT && mc2fmu_running(c)) {
-        snprintf(msg, sizeof msg, "%s cannot be changed after initialisation: it is a fixed parameter (set it before "
-                 "exitInitializationMode, or reset the FMU)", var->name);
+    switch (var->role) {
+    case MC2FMU_ROLE_INPUT:
+        if (fabs(value) > MC2FMU_MAX_INPUT) {
+            snprintf(msg, sizeof msg, "%s = %s refused: inputs must be at most %g (N or N.m) in magnitude", var->name,
+                     mc2fmu_repr(value, b, sizeof b), MC2FMU_MAX_INPUT);
+            return mc2fmu_fail(c, msg);
+        }
+        c->s.u[var->index] = value;
+        break;
+    case MC2FMU_ROLE_Q_START: case MC2FMU_ROLE_QD_START:
+        if (!before_init) {
+            snprintf(msg, sizeof msg, "%s cannot be changed after initialisation: it is a fixed parameter (set it "
+                     "before exitInitializationMode, or reset the FMU)", var->name);
+            return mc2fmu_fail(c, msg);
+        }
+        if (var->role == MC2FMU_ROLE_Q_START) c->s.q_start[var->index] = value;
+        else c->s.qd_start[var->index] = value;
+        break;
+    case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD:
+        if (c->fmi == 3 && c->interface == MC2FMU_ME &&
+            (c->s.phase == MC2FMU_EVENT || c->s.phase == MC2FMU_CONTINUOUS)) {
+            c->s.xs[(var->role == MC2FMU_ROLE_QD ? MC2FMU_NQ : 0) + var->index] = value;
+            break;
+        }
+        snprintf(msg, sizeof msg, "%s cannot be set in %s: it is %s (set q_start and qd_start before initialisation)",
+                 var->name, mc2fmu_phase_name(c, c->s.phase),
+                 c->interface == MC2FMU_ME ? (c->fmi == 3 ? "a continuous state, settable in Event and Continuous-Time "
+                 "Mode" : "a continuous state (fmi2SetContinuousStates sets it)") : "an output");
+        return mc2fmu_fail(c, msg);
+    default:
+        snprintf(msg, sizeof msg, "%s cannot be set: only inputs and parameters can", var->name);
         return mc2fmu_fail(c, msg);
     }
-    if (var->role == MC2FMU_ROLE_INPUT) c->s.u[var->index] = value;
-    else if (var->role == MC2FMU_ROLE_Q_START) c->s.q_start[var->index] = value;
-    else c->s.qd_start[var->index] = value;
-    if (!mc2fmu_running(c)) c->pose_valid = 0;
+    c->pose_valid = 0;
     return MC2FMU_OK;
 }
 
 /* get/set the values of nvr scalar variables (getReal/setReal, getFloat64/setFloat64) */
-static int mc2fmu_get_reals(mc2fmu_core *c, const unsigned *vr, size_t nvr, double *value) {
+static int mc2fmu_get_reals(mc2fmu_core *c, const char *fn, const unsigned *vr, size_t nvr, double *value) {
     size_t i;
+    if (mc2fmu_begin(c, MC2FMU_CALL_GET, fn) || mc2fmu_null(c, fn, "the value references", vr, nvr) ||
+        mc2fmu_null(c, fn, "the values", value, nvr))
+        return MC2FMU_ERROR;
     for (i = 0; i < nvr; i++)
         if (mc2fmu_get_real(c, vr[i], &value[i])) return MC2FMU_ERROR;
     return MC2FMU_OK;
 }
 
-static int mc2fmu_set_reals(mc2fmu_core *c, const unsigned *vr, size_t nvr, const double *value) {
+static int mc2fmu_set_reals(mc2fmu_core *c, const char *fn, const unsigned *vr, size_t nvr, const double *value) {
     size_t i;
+    if (mc2fmu_begin(c, MC2FMU_CALL_SET, fn) || mc2fmu_null(c, fn, "the value references", vr, nvr) ||
+        mc2fmu_null(c, fn, "the values", value, nvr))
+        return MC2FMU_ERROR;
     for (i = 0; i < nvr; i++)
         if (mc2fmu_set_real(c, vr[i], value[i])) return MC2FMU_ERROR;
     return MC2FMU_OK;
+}
+
+/* get/set on a type the model has no variables of: nothing to do for none */
+static int mc2fmu_no_type(mc2fmu_core *c, const char *fn, int call, size_t nvr, const char *type) {
+    char msg[MC2FMU_MESSAGE];
+    if (mc2fmu_begin(c, call, fn)) return MC2FMU_ERROR;
+    if (nvr == 0) return MC2FMU_OK;
+    snprintf(msg, sizeof msg, "%s: the model has no %s variables", fn, type);
+    return mc2fmu_fail(c, msg);
 }
 
 /* FMU state: a copy of mc2fmu_state; serialised as a header and its bytes (same build only).
@@ -878,9 +1175,14 @@ static uint64_t mc2fmu_token_hash(void) {
 
 /* what must hold of a state for this build to run on it; NULL if it does */
 static const char *mc2fmu_state_problem(const mc2fmu_core *c, const mc2fmu_state *s) {
-    const int running = s->phase == MC2FMU_RUNNING || s->phase == MC2FMU_TERMINATED;
-    if (s->phase < MC2FMU_INSTANTIATED || s->phase > MC2FMU_TERMINATED) return "an unknown phase";
-    if (!isfinite(s->t0) || !isfinite(s->time)) return "a non-finite time";
+    const int running = s->phase >= MC2FMU_EVENT;
+    if (s->phase < MC2FMU_INSTANTIATED || s->phase >= MC2FMU_PHASES) return "an unknown phase";
+    if ((c->interface == MC2FMU_ME && s->phase == MC2FMU_STEP) ||
+        (c->interface == MC2FMU_CS && (s->phase == MC2FMU_EVENT || s->phase == MC2FMU_CONTINUOUS)))
+        return "a phase of the other interface";
+    if (!isfinite(s->t0) || !isfinite(s->time) || !isfinite(s->t_completed[0]) || !isfinite(s->t_completed[1]) ||
+        !isfinite(s->t_event))
+        return "a non-finite time";
     if ((s->warned != 0 && s->warned != 1) || (s->failed != 0 && s->failed != 1)) return "corrupt flags";
     if (memchr(s->failure, 0, sizeof s->failure) == NULL) return "an unterminated message";
     if (!mc2fmu_all_finite(s->u, MC2FMU_NU1) || !mc2fmu_all_finite(s->q_start, MC2FMU_NQ) ||
@@ -918,7 +1220,7 @@ static void mc2fmu_serialize(const mc2fmu_core *c, const mc2fmu_state *s, unsign
     mc2fmu_blob_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, "mc2fmu\x01", 8);
-    h.format = 2;
+    h.format = 3;
     h.size = (uint32_t)sizeof(mc2fmu_state);
     h.token = mc2fmu_token_hash();
     h.interface = (uint32_t)c->interface;
@@ -936,7 +1238,7 @@ static int mc2fmu_deserialize(mc2fmu_core *c, const unsigned char *in, size_t si
         return mc2fmu_fail(c, msg);
     }
     memcpy(&h, in, sizeof h);
-    if (memcmp(h.magic, "mc2fmu\x01", 8) || h.format != 2 || h.size != sizeof(mc2fmu_state) || h.token != mc2fmu_token_hash())
+    if (memcmp(h.magic, "mc2fmu\x01", 8) || h.format != 3 || h.size != sizeof(mc2fmu_state) || h.token != mc2fmu_token_hash())
         return mc2fmu_fail(c, "serialized FMU state refused: it was written by another model or build");
     if (h.interface != (uint32_t)c->interface)
         return mc2fmu_fail(c, "serialized FMU state refused: it was taken from the other interface (co-simulation / "
@@ -958,57 +1260,114 @@ static int mc2fmu_deserialize(mc2fmu_core *c, const unsigned char *in, size_t si
     return MC2FMU_OK;
 }
 
-/* the FMU-state calls of both FMI versions: a state is a heap copy of mc2fmu_state (the
-   caller has checked the instance) */
-static mc2fmu_state *mc2fmu_state_buffer(mc2fmu_core *c, void *state) {
-    mc2fmu_state *s = (mc2fmu_state *)state;
-    if (!s) {
-        s = (mc2fmu_state *)malloc(sizeof *s);
-        if (!s) mc2fmu_fail(c, "out of memory for an FMU state");
-    }
-    return s;
+/* the FMU-state calls of both FMI versions.  A state is an mc2fmu_saved on the instance's
+   list; a pointer not on it is refused, never dereferenced. */
+static mc2fmu_saved **mc2fmu_find_saved(mc2fmu_core *c, const void *state) {
+    mc2fmu_saved **link;
+    for (link = &c->saved; *link; link = &(*link)->next)
+        if ((const void *)*link == state) return link;
+    return NULL;
 }
 
-static int mc2fmu_get_fmu_state(mc2fmu_core *c, void **state) {
-    mc2fmu_state *s;
-    if (!state) return MC2FMU_ERROR;
-    s = mc2fmu_state_buffer(c, *state);
-    if (!s) return MC2FMU_ERROR;
-    memcpy(s, &c->s, sizeof *s);
-    *state = s;
+static int mc2fmu_unknown_state(mc2fmu_core *c, const char *fn) {
+    char msg[MC2FMU_MESSAGE];
+    snprintf(msg, sizeof msg, "%s: the FMU state passed is not one this instance handed out (or it was freed)", fn);
+    return mc2fmu_fail(c, msg);
+}
+
+/* *state: NULL for a new state, or one of this instance's to overwrite; the buffer to write */
+static mc2fmu_saved *mc2fmu_state_slot(mc2fmu_core *c, const char *fn, void **state) {
+    mc2fmu_saved *saved;
+    if (mc2fmu_null(c, fn, "the FMU state pointer", state, 1)) return NULL;
+    if (*state) {
+        if (!mc2fmu_find_saved(c, *state)) {
+            mc2fmu_unknown_state(c, fn);
+            return NULL;
+        }
+        return (mc2fmu_saved *)*state;
+    }
+    saved = (mc2fmu_saved *)calloc(1, sizeof *saved);
+    if (!saved) {
+        mc2fmu_fail(c, "out of memory for an FMU state");
+        return NULL;
+    }
+    saved->next = c->saved;
+    c->saved = saved;
+    return saved;
+}
+
+static int mc2fmu_get_fmu_state(mc2fmu_core *c, const char *fn, void **state) {
+    mc2fmu_saved *saved;
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn) || !(saved = mc2fmu_state_slot(c, fn, state))) return MC2FMU_ERROR;
+    memcpy(&saved->s, &c->s, sizeof c->s);
+    *state = saved;
     return MC2FMU_OK;
 }
 
-static int mc2fmu_set_fmu_state(mc2fmu_core *c, const void *state) {
-    if (!state) return MC2FMU_ERROR;
-    memcpy(&c->s, state, sizeof(mc2fmu_state));
+static int mc2fmu_set_fmu_state(mc2fmu_core *c, const char *fn, const void *state) {
+    mc2fmu_saved **link;
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn) || mc2fmu_null(c, fn, "the FMU state", state, 1)) return MC2FMU_ERROR;
+    if (!(link = mc2fmu_find_saved(c, state))) return mc2fmu_unknown_state(c, fn);
+    memcpy(&c->s, &(*link)->s, sizeof c->s);
     c->pose_valid = 0;
     return MC2FMU_OK;
 }
 
-static void mc2fmu_free_fmu_state(void **state) {
-    if (state) {
-        free(*state);
-        *state = NULL;
-    }
-}
-
-static int mc2fmu_serialize_fmu_state(const mc2fmu_core *c, const void *state, unsigned char *out, size_t size) {
-    if (!state || size < MC2FMU_BLOB_SIZE) return MC2FMU_ERROR;
-    mc2fmu_serialize(c, (const mc2fmu_state *)state, out);
+static int mc2fmu_free_fmu_state(mc2fmu_core *c, const char *fn, void **state) {
+    mc2fmu_saved **link, *saved;
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn) || mc2fmu_null(c, fn, "the FMU state pointer", state, 1))
+        return MC2FMU_ERROR;
+    if (!*state) return MC2FMU_OK; /* nothing to free */
+    if (!(link = mc2fmu_find_saved(c, *state))) return mc2fmu_unknown_state(c, fn);
+    saved = *link;
+    *link = saved->next;
+    free(saved);
+    *state = NULL;
     return MC2FMU_OK;
 }
 
-static int mc2fmu_deserialize_fmu_state(mc2fmu_core *c, const unsigned char *in, size_t size, void **state) {
-    mc2fmu_state *s;
-    if (!state) return MC2FMU_ERROR;
-    s = mc2fmu_state_buffer(c, *state);
-    if (!s) return MC2FMU_ERROR;
-    if (mc2fmu_deserialize(c, in, size, s)) {
-        if (!*state) free(s);
-        return MC2FMU_ERROR;
+/* freeInstance: the states the host did not free */
+static void mc2fmu_free_all_states(mc2fmu_core *c) {
+    while (c->saved) {
+        mc2fmu_saved *next = c->saved->next;
+        free(c->saved);
+        c->saved = next;
     }
-    *state = s;
+}
+
+static int mc2fmu_serialized_size(mc2fmu_core *c, const char *fn, const void *state, size_t *size) {
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn) || mc2fmu_null(c, fn, "the size", size, 1)) return MC2FMU_ERROR;
+    if (!mc2fmu_find_saved(c, state)) return mc2fmu_unknown_state(c, fn);
+    *size = MC2FMU_BLOB_SIZE;
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_serialize_fmu_state(mc2fmu_core *c, const char *fn, const void *state, unsigned char *out,
+                                      size_t size) {
+    mc2fmu_saved **link;
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn) || mc2fmu_null(c, fn, "the buffer", out, size)) return MC2FMU_ERROR;
+    if (!(link = mc2fmu_find_saved(c, state))) return mc2fmu_unknown_state(c, fn);
+    if (size < MC2FMU_BLOB_SIZE) {
+        char msg[MC2FMU_MESSAGE];
+        snprintf(msg, sizeof msg, "%s: a buffer of %lu bytes is too small: the state takes %lu (see the serialized "
+                 "size call)", fn, (unsigned long)size, (unsigned long)MC2FMU_BLOB_SIZE);
+        return mc2fmu_fail(c, msg);
+    }
+    mc2fmu_serialize(c, &(*link)->s, out);
+    return MC2FMU_OK;
+}
+
+static int mc2fmu_deserialize_fmu_state(mc2fmu_core *c, const char *fn, const unsigned char *in, size_t size,
+                                        void **state) {
+    mc2fmu_state tmp;
+    mc2fmu_saved *saved;
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn) || mc2fmu_null(c, fn, "the serialized state", in, size) ||
+        mc2fmu_null(c, fn, "the FMU state pointer", state, 1))
+        return MC2FMU_ERROR;
+    if (*state && !mc2fmu_find_saved(c, *state)) return mc2fmu_unknown_state(c, fn);
+    if (mc2fmu_deserialize(c, in, size, &tmp) || !(saved = mc2fmu_state_slot(c, fn, state))) return MC2FMU_ERROR;
+    memcpy(&saved->s, &tmp, sizeof tmp);
+    *state = saved;
     return MC2FMU_OK;
 }
 
