@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,9 +78,7 @@ def main(argv=None) -> int:
                 export_fmu(model, fmu, "native", fmi, iface)
                 variant = misuse.Variant.unpack(fmu, args.out / tag, iface)
                 cases = variant.cases(exe)
-                t0 = time.perf_counter()
                 counts, bad = misuse.run_matrix(exe, variant, cases)
-                seconds = time.perf_counter() - t0
                 named = misuse.named_cases(exe)
                 if use_valgrind:
                     vg, vbad = misuse.run_matrix(exe, variant, named, wrapper=misuse.VALGRIND, timeout=300)
@@ -91,15 +88,15 @@ def main(argv=None) -> int:
                 for outcome in bad:
                     print(f"{tag} {outcome.case}: {outcome.problems}\n{outcome.stderr[-800:]}", file=sys.stderr)
                 failed |= bool(bad) or rss is None or rss >= 10
-                rows.append((label, f"FMI {fmi} {iface.upper()}", len(cases), counts, rss, seconds))
+                rows.append((label, f"FMI {fmi} {iface.upper()}", len(cases), counts, rss))
                 print(f"{label}, FMI {fmi} {iface}: {counts}", file=sys.stderr, flush=True)
     memcheck = "valgrind, named cases" if use_valgrind else "valgrind (not run)"
     print(f"| model | variant | cases | crash | hang | OK with non-finite | OK, forbidden | legal refused | {memcheck} "
-          "| RSS per cycle, 2 unreleased states | matrix s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, variant, n, c, rss, seconds in rows:
+          "| RSS per cycle, 2 unreleased states |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, variant, n, c, rss in rows:
         print(f"| {label} | {variant} | {n} | {c['crash']} | {c['hang']} | {c['ok_nonfinite']} | {c['ok_forbidden']} "
-              f"| {c['legal_refused']} | {c['memcheck'] if use_valgrind else 'n/a'} | {rss:.2f} B | {seconds:.1f} |")
+              f"| {c['legal_refused']} | {c['memcheck'] if use_valgrind else 'n/a'} | {rss:.2f} B |")
     return 1 if failed else 0
 
 

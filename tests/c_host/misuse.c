@@ -272,6 +272,7 @@ static int probe_call(const char *call) {
     if (!strcmp(call, "set q")) return record(call, set1(vr_q, 0.1), PROBE, 1);
     if (!strcmp(call, "doStep")) return record(call, do_step(now_t, 1e-3), PROBE, 1);
     if (!strcmp(call, "enterStepMode")) return record(call, enter_step(), PROBE, 1);
+    if (!strcmp(call, "evaluateDiscreteStates")) return record(call, (int)F3(fmi3EvaluateDiscreteStates)(inst), PROBE, 1);
     if (!strcmp(call, "terminate")) return record(call, terminate(), PROBE, 1);
     if (!strcmp(call, "reset")) return record(call, reset(), PROBE, 1);
     if (!strcmp(call, "getFMUState")) {
@@ -452,6 +453,36 @@ static void freed_state(void) { /* a state used after it was freed */
     LEGAL("freeFMUState", free_state(&s));
     record("setFMUState freed state", set_state(kept), REFUSE, 1);
 }
+/* a serialized state with forged fields and a valid checksum (the mc2fmu blob: a 40-byte header,
+   magic 8, format 4, size 4, token 8, interface 4, pad 4, checksum 8; the state starts t0, time, k) */
+static void forged_grid(void) {
+    void *s = NULL, *t = NULL;
+    size_t n = 0, i;
+    unsigned char *buf;
+    unsigned long long token_hash = 0, iface = 0, sum = 1469598103934665603ULL;
+    long long k = 0x7fffffffffffffffLL;
+    double time = 9.2e15;
+    started();
+    LEGAL("getFMUState", get_state(&s));
+    LEGAL("serializedFMUStateSize", state_size(s, &n));
+    buf = malloc(n);
+    LEGAL("serializeFMUState", serialize(s, buf, n));
+    memcpy(buf + 40 + 8, &time, 8);
+    memcpy(buf + 40 + 16, &k, 8);
+    memcpy(&token_hash, buf + 16, 8);
+    memcpy(&iface, buf + 24, 4);
+    sum = token_hash ^ iface;
+    for (i = 40; i < n; i++) sum = (sum ^ buf[i]) * 1099511628211ULL;
+    memcpy(buf + 32, &sum, 8);
+    record("deserializeFMUState k = INT64_MAX, t = 9.2e15", deserialize(buf, n, &t), REFUSE, 1);
+    free(buf);
+    if (t) {
+        record("setFMUState forged", set_state(t), ANY, 1);
+        record("doStep 100 s", ME ? set_time(9.2e15) : do_step(9.2e15, 100.0), ANY, 1);
+        read_q("get q[1]");
+    }
+}
+
 static void serialize_small(void) {
     void *s = NULL;
     char buf[8];
@@ -654,7 +685,7 @@ static const struct {
     {"null_completed", null_completed}, {"null_directional", null_directional}, {"null_status", null_status},
     {"null_real_status", null_real_status}, {"null_boolean_status", null_boolean_status},
     {"null_categories", null_categories}, {"null_instance", null_instance}, {"foreign_state", foreign_state},
-    {"freed_state", freed_state}, {"serialize_small", serialize_small}, {"wrong_nx", wrong_nx},
+    {"freed_state", freed_state}, {"serialize_small", serialize_small}, {"forged_grid", forged_grid}, {"wrong_nx", wrong_nx},
     {"derivative_fails", derivative_fails}, {"huge_start", huge_start}, {"nan_time", nan_time},
     {"inf_time", inf_time}, {"nan_input", nan_input}, {"huge_input", huge_input}, {"nan_step", nan_step},
     {"zero_step", zero_step}, {"time_backwards", time_backwards}, {"time_before_event", time_before_event},

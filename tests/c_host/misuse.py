@@ -51,7 +51,7 @@ def allowed(fmi: int, iface: str) -> dict[str, set[str]]:
         "discreteStates": {E} if me else set(),
         "enterContinuousTimeMode": {E} if me else set(),
         "completedIntegratorStep": {C} if me else set(),
-        "setTime": {E, C} if me else set(),
+        "setTime": ({E, C} if fmi == 2 else {C}) if me else set(),  # FMI 3.0 section 3.2.1
         "setContinuousStates": {C} if me else set(),
         "getContinuousStates": {N, E, C, T} if me else set(),
         "getEventIndicators": {N, E, C, T} if me else set(),
@@ -62,8 +62,9 @@ def allowed(fmi: int, iface: str) -> dict[str, set[str]]:
     if fmi == 2:
         table["setupExperiment"] = {I}
     else:
-        table["getNumberOfContinuousStates"] = {I, N, E, C, T} if me else set()
+        table["getNumberOfContinuousStates"] = {I, E} if me else set()  # FMI 3.0 sections 2.3.2, 2.3.5
         table["enterStepMode"] = set()  # it leaves Event Mode, which this co-simulation FMU has not
+        table["evaluateDiscreteStates"] = set()  # providesEvaluateDiscreteStates = false
     return table
 
 

@@ -45,7 +45,7 @@ static fmi3Status mc2fmu_fmi3_never(fmi3Instance c, const char *fn, const char *
 /* a call on nvr variables of a kind the model has none of (clocks): nothing to do for none */
 static fmi3Status mc2fmu_fmi3_none(fmi3Instance c, const char *fn, size_t nvr, const char *type) {
     MC2FMU_CHECK(c);
-    return (fmi3Status)mc2fmu_no_type(MC2FMU_CORE(c), fn, MC2FMU_CALL_ANY, nvr, type);
+    return (fmi3Status)mc2fmu_no_type(MC2FMU_CORE(c), fn, MC2FMU_CALL_SET, nvr, type); /* not after terminate */
 }
 
 const char *fmi3GetVersion(void) { return fmi3Version; }
@@ -135,8 +135,8 @@ fmi3Status fmi3EnterInitializationMode(fmi3Instance c, fmi3Boolean toleranceDefi
 static int mc2fmu_fmi3_scalars(fmi3Instance c, const char *fn, size_t nvr, size_t nValues) {
     char msg[MC2FMU_MESSAGE];
     if (nValues == nvr) return MC2FMU_OK;
-    snprintf(msg, sizeof msg, "%s: nValues = %lu differs from nValueReferences = %lu (the model has no arrays)", fn,
-             (unsigned long)nValues, (unsigned long)nvr);
+    snprintf(msg, sizeof msg, "%s: nValues = %llu differs from nValueReferences = %llu (the model has no arrays)", fn,
+             (unsigned long long)nValues, (unsigned long long)nvr);
     return mc2fmu_fail(MC2FMU_CORE(c), msg);
 }
 
@@ -339,8 +339,7 @@ fmi3Status fmi3SetShiftFraction(fmi3Instance c, const fmi3ValueReference vr[], s
 }
 
 fmi3Status fmi3EvaluateDiscreteStates(fmi3Instance c) {
-    MC2FMU_CHECK(c);
-    return (fmi3Status)mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_DISCRETE, __func__);
+    return mc2fmu_fmi3_never(c, __func__, "the model has no discrete states (providesEvaluateDiscreteStates = false)");
 }
 
 fmi3Status fmi3UpdateDiscreteStates(fmi3Instance c, fmi3Boolean *discreteStatesNeedUpdate,

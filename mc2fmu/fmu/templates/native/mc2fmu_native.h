@@ -256,8 +256,8 @@ static void mc2fmu_logf(mc2fmu_core *c, int status, const char *fmt, ...) {
 
 /* log an error and remember it: an FMU that failed refuses every call until reset or restored */
 static int mc2fmu_fail(mc2fmu_core *c, const char *message) {
+    if (!c->s.failed) snprintf(c->s.failure, sizeof c->s.failure, "%s", message); /* the first one is the cause */
     c->s.failed = 1;
-    snprintf(c->s.failure, sizeof c->s.failure, "%s", message);
     mc2fmu_logf(c, MC2FMU_ERROR, "mc2fmu: %s", message);
     return MC2FMU_ERROR;
 }
@@ -316,7 +316,7 @@ enum {
     MC2FMU_CALL_SETUP,            /* fmi2SetupExperiment, enterInitializationMode */
     MC2FMU_CALL_EXIT_INIT,
     MC2FMU_CALL_ENTER_EVENT,
-    MC2FMU_CALL_DISCRETE,         /* fmi2NewDiscreteStates, fmi3UpdateDiscreteStates, fmi3EvaluateDiscreteStates */
+    MC2FMU_CALL_DISCRETE,         /* fmi2NewDiscreteStates, fmi3UpdateDiscreteStates */
     MC2FMU_CALL_ENTER_CONTINUOUS,
     MC2FMU_CALL_COMPLETED_STEP,
     MC2FMU_CALL_SET_TIME,
@@ -352,11 +352,11 @@ static unsigned mc2fmu_allowed(const mc2fmu_core *c, int call) {
     case MC2FMU_CALL_ENTER_EVENT: return me ? (fmi2 ? event | cont : cont) : 0u; /* CS: hasEventMode = false */
     case MC2FMU_CALL_DISCRETE: case MC2FMU_CALL_ENTER_CONTINUOUS: return me ? event : 0u;
     case MC2FMU_CALL_COMPLETED_STEP: case MC2FMU_CALL_SET_STATES: return me ? cont : 0u;
-    case MC2FMU_CALL_SET_TIME: return me ? event | cont : 0u;
+    case MC2FMU_CALL_SET_TIME: return me ? (fmi2 ? event : 0u) | cont : 0u; /* FMI 3: Continuous-Time Mode only */
     case MC2FMU_CALL_GET_STATES: return me ? init | event | cont | term : 0u;
     case MC2FMU_CALL_GET_DERIVATIVES: return me ? (fmi2 ? 0u : init) | event | cont | term : 0u;
     case MC2FMU_CALL_GET_NOMINALS: return me ? (fmi2 ? inst : init) | event | cont | term : 0u;
-    case MC2FMU_CALL_COUNTS: return me ? MC2FMU_ALL_PHASES : 0u;
+    case MC2FMU_CALL_COUNTS: return me ? inst | event : 0u;
     case MC2FMU_CALL_ENTER_STEP: return 0u; /* it leaves Event Mode, which co-simulation never enters here */
     case MC2FMU_CALL_DO_STEP: return me ? 0u : step;
     case MC2FMU_CALL_STATUS: return me ? 0u : step | term;
@@ -387,13 +387,9 @@ static int mc2fmu_begin(mc2fmu_core *c, int call, const char *fn) {
     int p, n = 0;
     size_t len;
     if (c->s.failed && call != MC2FMU_CALL_ANY) {
-        char failure[MC2FMU_MESSAGE];
-        snprintf(failure, sizeof failure, "%s", c->s.failure); /* fail() overwrites it */
         snprintf(msg, sizeof msg, "%s refused: the FMU failed earlier (%.280s); reset it or restore an FMU state", fn,
-                 failure);
-        mc2fmu_fail(c, msg);
-        snprintf(c->s.failure, sizeof c->s.failure, "%s", failure); /* the first failure is the one to report */
-        return MC2FMU_ERROR;
+                 c->s.failure);
+        return mc2fmu_fail(c, msg);
     }
     allowed = mc2fmu_allowed(c, call);
     if (allowed & MC2FMU_IN(c->s.phase)) return MC2FMU_OK;
@@ -759,7 +755,7 @@ static int mc2fmu_reset_call(mc2fmu_core *c, const char *fn) {
 static int mc2fmu_check_nx(mc2fmu_core *c, const char *fn, size_t n) {
     char msg[MC2FMU_MESSAGE];
     if (n == 2 * MC2FMU_NQ) return MC2FMU_OK;
-    snprintf(msg, sizeof msg, "%s: %lu continuous states passed, the model has %d", fn, (unsigned long)n,
+    snprintf(msg, sizeof msg, "%s: %llu continuous states passed, the model has %d", fn, (unsigned long long)n,
              2 * MC2FMU_NQ);
     return mc2fmu_fail(c, msg);
 }
@@ -858,7 +854,7 @@ static int mc2fmu_event_indicators(mc2fmu_core *c, const char *fn, size_t n) {
     char msg[MC2FMU_MESSAGE];
     if (mc2fmu_begin(c, MC2FMU_CALL_GET_STATES, fn)) return MC2FMU_ERROR;
     if (n == 0) return MC2FMU_OK;
-    snprintf(msg, sizeof msg, "%s: %lu event indicators asked for, the model has none", fn, (unsigned long)n);
+    snprintf(msg, sizeof msg, "%s: %llu event indicators asked for, the model has none", fn, (unsigned long long)n);
     return mc2fmu_fail(c, msg);
 }
 
@@ -1180,9 +1176,11 @@ static const char *mc2fmu_state_problem(const mc2fmu_core *c, const mc2fmu_state
     if ((c->interface == MC2FMU_ME && s->phase == MC2FMU_STEP) ||
         (c->interface == MC2FMU_CS && (s->phase == MC2FMU_EVENT || s->phase == MC2FMU_CONTINUOUS)))
         return "a phase of the other interface";
-    if (!isfinite(s->t0) || !isfinite(s->time) || !isfinite(s->t_completed[0]) || !isfinite(s->t_completed[1]) ||
-        !isfinite(s->t_event))
-        return "a non-finite time";
+    if (!(fabs(s->t0) <= MC2FMU_MAX_TIME && fabs(s->time) <= MC2FMU_MAX_TIME &&
+          fabs(s->t_completed[0]) <= MC2FMU_MAX_TIME && fabs(s->t_completed[1]) <= MC2FMU_MAX_TIME &&
+          fabs(s->t_event) <= MC2FMU_MAX_TIME))
+        return "a non-finite time or one above 1e9 s";
+    if ((double)s->k > 2.0 * MC2FMU_MAX_TIME / MC2FMU_DT) return "a grid index out of range";
     if ((s->warned != 0 && s->warned != 1) || (s->failed != 0 && s->failed != 1)) return "corrupt flags";
     if (memchr(s->failure, 0, sizeof s->failure) == NULL) return "an unterminated message";
     if (!mc2fmu_all_finite(s->u, MC2FMU_NU1) || !mc2fmu_all_finite(s->q_start, MC2FMU_NQ) ||
@@ -1233,8 +1231,8 @@ static int mc2fmu_deserialize(mc2fmu_core *c, const unsigned char *in, size_t si
     mc2fmu_blob_header h;
     if (size != MC2FMU_BLOB_SIZE) {
         char msg[MC2FMU_MESSAGE];
-        snprintf(msg, sizeof msg, "serialized FMU state of %lu bytes refused: this FMU writes %lu", (unsigned long)size,
-                 (unsigned long)MC2FMU_BLOB_SIZE);
+        snprintf(msg, sizeof msg, "serialized FMU state of %llu bytes refused: this FMU writes %llu", (unsigned long long)size,
+                 (unsigned long long)MC2FMU_BLOB_SIZE);
         return mc2fmu_fail(c, msg);
     }
     memcpy(&h, in, sizeof h);
@@ -1349,8 +1347,8 @@ static int mc2fmu_serialize_fmu_state(mc2fmu_core *c, const char *fn, const void
     if (!(link = mc2fmu_find_saved(c, state))) return mc2fmu_unknown_state(c, fn);
     if (size < MC2FMU_BLOB_SIZE) {
         char msg[MC2FMU_MESSAGE];
-        snprintf(msg, sizeof msg, "%s: a buffer of %lu bytes is too small: the state takes %lu (see the serialized "
-                 "size call)", fn, (unsigned long)size, (unsigned long)MC2FMU_BLOB_SIZE);
+        snprintf(msg, sizeof msg, "%s: a buffer of %llu bytes is too small: the state takes %llu (see the serialized "
+                 "size call)", fn, (unsigned long long)size, (unsigned long long)MC2FMU_BLOB_SIZE);
         return mc2fmu_fail(c, msg);
     }
     mc2fmu_serialize(c, &(*link)->s, out);
