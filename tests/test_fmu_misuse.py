@@ -97,3 +97,18 @@ def test_null_pointer_cases_under_valgrind(probe, variant, fmi, iface):
     cases = [c for c in misuse.named_cases(probe) if c.startswith("null_")] + ["unreleased_states", "foreign_state"]
     counts, bad = misuse.run_matrix(probe, v, cases, wrapper=misuse.VALGRIND, timeout=120)
     assert not bad, f"{counts}\n{_report(bad)}"
+
+
+@pytest.mark.parametrize("fmi, iface", VARIANTS)
+def test_log_categories(probe, variant, fmi, iface):
+    """A warning (leaving the training envelope) reaches the host only when its category is on
+    (instantiated with loggingOn = false, then setDebugLogging(logStatusWarning)); errors always;
+    an unknown category is refused."""
+    v = variant("four_bar", fmi, iface)
+    silent = misuse.run_case(probe, v, "warning_silent")
+    enabled = misuse.run_case(probe, v, "warning_enabled")
+    assert not silent.problems and not enabled.problems, (silent, enabled)
+    assert "left its training envelope" not in silent.stderr
+    assert enabled.stderr.count("[1 logStatusWarning] mc2fmu: the model left its training envelope") == 1
+    out = misuse.run_case(probe, v, "unknown_category")
+    assert not out.problems and "unknown log category logEverything" in out.stderr

@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
         int states = strcmp(mode, "states") == 0;
         int runs = strcmp(mode, "run") == 0 || states ? 1 : repeats;
         for (r = 0; r < runs; r++) {
-            fmi2Component c = fmi2Instantiate("host", fmi2CoSimulation, argv[2], "", &cb, fmi2False, fmi2False);
+            fmi2Component c = fmi2Instantiate("host", fmi2CoSimulation, argv[2], "", &cb, fmi2False, fmi2True);
             double t0;
             if (!c) {
                 fprintf(stderr, "fmi2Instantiate failed\n");

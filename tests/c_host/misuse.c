@@ -483,6 +483,30 @@ static void forged_grid(void) {
     }
 }
 
+/* the envelope warning: not sent while its category is off (FMI 3.0 section 2.3.1: only errors
+   always are); sent once it is on */
+static void leave_envelope(void) {
+    if (vr_in < 0) return;
+    LEGAL("set input 1e6", set1((unsigned)vr_in, 1e6));
+    if (ME) LEGAL("completedIntegratorStep", completed());
+    else LEGAL("doStep", do_step(now_t, 1e-3));
+}
+static void warning_silent(void) {
+    started();
+    leave_envelope();
+}
+static void warning_enabled(void) {
+    const char *cats[1] = {"logStatusWarning"};
+    started();
+    LEGAL("setDebugLogging logStatusWarning", debug_logging(1, 1, cats));
+    leave_envelope();
+}
+static void unknown_category(void) {
+    const char *cats[1] = {"logEverything"};
+    started();
+    record("setDebugLogging logEverything", debug_logging(1, 1, cats), REFUSE, 1);
+}
+
 static void serialize_small(void) {
     void *s = NULL;
     char buf[8];
@@ -685,7 +709,8 @@ static const struct {
     {"null_completed", null_completed}, {"null_directional", null_directional}, {"null_status", null_status},
     {"null_real_status", null_real_status}, {"null_boolean_status", null_boolean_status},
     {"null_categories", null_categories}, {"null_instance", null_instance}, {"foreign_state", foreign_state},
-    {"freed_state", freed_state}, {"serialize_small", serialize_small}, {"forged_grid", forged_grid}, {"wrong_nx", wrong_nx},
+    {"freed_state", freed_state}, {"serialize_small", serialize_small}, {"forged_grid", forged_grid},
+    {"warning_silent", warning_silent}, {"warning_enabled", warning_enabled}, {"unknown_category", unknown_category}, {"wrong_nx", wrong_nx},
     {"derivative_fails", derivative_fails}, {"huge_start", huge_start}, {"nan_time", nan_time},
     {"inf_time", inf_time}, {"nan_input", nan_input}, {"huge_input", huge_input}, {"nan_step", nan_step},
     {"zero_step", zero_step}, {"time_backwards", time_backwards}, {"time_before_event", time_before_event},

@@ -24,11 +24,7 @@ void MC2FMU_FN(fmi2FreeInstance, fmi3FreeInstance)(mc2fmu_instance c) {
 mc2fmu_status MC2FMU_FN(fmi2SetDebugLogging, fmi3SetDebugLogging)(mc2fmu_instance c, mc2fmu_boolean loggingOn,
                                                                 size_t nCategories, const char *const categories[]) {
     MC2FMU_CHECK(c);
-    if (mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_ANY, __func__) ||
-        mc2fmu_null(MC2FMU_CORE(c), __func__, "the categories", categories, nCategories))
-        return MC2FMU_STATUS(MC2FMU_ERROR);
-    MC2FMU_CORE(c)->logging_on = loggingOn ? 1 : 0; /* every category: the model defines the standard ones only */
-    return MC2FMU_STATUS(MC2FMU_OK);
+    return MC2FMU_STATUS(mc2fmu_debug_logging(MC2FMU_CORE(c), __func__, loggingOn != 0, nCategories, categories));
 }
 
 mc2fmu_status MC2FMU_FN(fmi2ExitInitializationMode, fmi3ExitInitializationMode)(mc2fmu_instance c) {

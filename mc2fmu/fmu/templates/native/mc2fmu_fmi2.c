@@ -24,7 +24,7 @@ static void mc2fmu_fmi2_log(mc2fmu_core *c, int status, const char *category, co
     char safe[2 * 1024 + 1];
     size_t i = 0;
     const char *p;
-    if (!inst->logger || (status == MC2FMU_OK && !c->logging_on)) return;
+    if (!inst->logger) return; /* the core sent only enabled categories */
     for (p = message; *p && i + 2 < sizeof safe; p++) {
         if (*p == '%') safe[i++] = '%';
         safe[i++] = *p;
@@ -197,33 +197,37 @@ static fmi2Status mc2fmu_fmi2_status(fmi2Component c, const char *fn, const void
     return fmi2OK;
 }
 
+/* a status kind this query does not answer: Discard, with the reason */
+static fmi2Status mc2fmu_fmi2_discard(fmi2Component c, const char *fn, int kind) {
+    mc2fmu_logf(MC2FMU_CORE(c), MC2FMU_DISCARD, "mc2fmu: %s: status kind %d is not provided by this query", fn, kind);
+    return fmi2Discard;
+}
+
 fmi2Status fmi2GetStatus(fmi2Component c, const fmi2StatusKind s, fmi2Status *value) {
     if (mc2fmu_fmi2_status(c, __func__, value)) return fmi2Error;
-    if (s != fmi2DoStepStatus) return fmi2Discard;
+    if (s != fmi2DoStepStatus) return mc2fmu_fmi2_discard(c, __func__, (int)s);
     *value = fmi2OK; /* a failed step left the FMU failed: this call would have been refused */
     return fmi2OK;
 }
 
 fmi2Status fmi2GetRealStatus(fmi2Component c, const fmi2StatusKind s, fmi2Real *value) {
     if (mc2fmu_fmi2_status(c, __func__, value)) return fmi2Error;
-    if (s != fmi2LastSuccessfulTime) return fmi2Discard;
+    if (s != fmi2LastSuccessfulTime) return mc2fmu_fmi2_discard(c, __func__, (int)s);
     *value = MC2FMU_CORE(c)->s.time;
     return fmi2OK;
 }
 
 fmi2Status fmi2GetIntegerStatus(fmi2Component c, const fmi2StatusKind s, fmi2Integer *value) {
-    (void)s;
-    return mc2fmu_fmi2_status(c, __func__, value) ? fmi2Error : fmi2Discard;
+    return mc2fmu_fmi2_status(c, __func__, value) ? fmi2Error : mc2fmu_fmi2_discard(c, __func__, (int)s);
 }
 
 fmi2Status fmi2GetBooleanStatus(fmi2Component c, const fmi2StatusKind s, fmi2Boolean *value) {
     if (mc2fmu_fmi2_status(c, __func__, value)) return fmi2Error;
-    if (s != fmi2Terminated) return fmi2Discard;
+    if (s != fmi2Terminated) return mc2fmu_fmi2_discard(c, __func__, (int)s);
     *value = fmi2False; /* the FMU never asks to terminate */
     return fmi2OK;
 }
 
 fmi2Status fmi2GetStringStatus(fmi2Component c, const fmi2StatusKind s, fmi2String *value) {
-    (void)s;
-    return mc2fmu_fmi2_status(c, __func__, value) ? fmi2Error : fmi2Discard;
+    return mc2fmu_fmi2_status(c, __func__, value) ? fmi2Error : mc2fmu_fmi2_discard(c, __func__, (int)s);
 }

@@ -16,7 +16,7 @@ typedef struct {
 
 static void mc2fmu_fmi3_log(mc2fmu_core *c, int status, const char *category, const char *message) {
     mc2fmu_fmi3 *inst = (mc2fmu_fmi3 *)c->glue;
-    if (inst->log_message && (status != MC2FMU_OK || c->logging_on))
+    if (inst->log_message) /* the core sent only enabled categories */
         inst->log_message(inst->env, (fmi3Status)status, category, message);
 }
 

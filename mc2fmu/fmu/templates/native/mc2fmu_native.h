@@ -226,7 +226,7 @@ struct mc2fmu_core {
     int fmi;                            /* 2 or 3: which state machine and function names */
     mc2fmu_saved *saved;                /* the FMU states handed out and not yet freed */
     mc2fmu_log_fn log;
-    int logging_on;                     /* debug logging: messages of status OK are sent only then */
+    unsigned log_on;                    /* the enabled log categories (MC2FMU_LOG_*): errors are always sent */
     void *glue;                         /* the FMI glue's instance data (callbacks, name) */
     int pose_valid;
     double pose[7 * MC2FMU_NB];
@@ -235,6 +235,12 @@ struct mc2fmu_core {
     mc2fmu_cs_terms Tc;                 /* the complex-step twin of T (directional derivatives) */
 #endif
 };
+
+/* the log categories of modelDescription.xml (mc2fmu/fmu/common.py), as bits */
+static const char *const mc2fmu_log_names[] = {"logStatusWarning", "logStatusDiscard", "logStatusError",
+                                               "logStatusFatal", "logAll"};
+enum { MC2FMU_LOG_WARNING = 1, MC2FMU_LOG_DISCARD = 2, MC2FMU_LOG_ERROR = 4, MC2FMU_LOG_FATAL = 8, MC2FMU_LOG_ALL = 16,
+       MC2FMU_LOG_EVERY = 31 };
 
 static void mc2fmu_logf(mc2fmu_core *c, int status, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -245,13 +251,14 @@ static void mc2fmu_logf(mc2fmu_core *c, int status, const char *fmt, ...)
 static void mc2fmu_logf(mc2fmu_core *c, int status, const char *fmt, ...) {
     char buf[1024];
     va_list ap;
-    const char *cat = status == MC2FMU_WARNING ? "logStatusWarning"
-                      : status == MC2FMU_ERROR ? "logStatusError"
-                      : status == MC2FMU_FATAL ? "logStatusFatal" : "logAll";
+    const int bit = status == MC2FMU_WARNING ? 0 : status == MC2FMU_DISCARD ? 1 : status == MC2FMU_ERROR ? 2
+                    : status == MC2FMU_FATAL ? 3 : 4;
+    /* the standard: only enabled categories, but errors always (FMI 3.0 section 2.3.1) */
+    if (status < MC2FMU_ERROR && !(c->log_on & ((1u << bit) | MC2FMU_LOG_ALL))) return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (c->log) c->log(c, status, cat, buf);
+    if (c->log) c->log(c, status, mc2fmu_log_names[bit], buf);
 }
 
 /* log an error and remember it: an FMU that failed refuses every call until reset or restored */
@@ -294,7 +301,7 @@ static void mc2fmu_reset(mc2fmu_core *c) {
    logger and instance data, then the start values */
 static void mc2fmu_init(mc2fmu_core *c, int fmi, int interface, int logging_on, mc2fmu_log_fn log, void *glue) {
     c->fmi = fmi;
-    c->logging_on = logging_on;
+    c->log_on = logging_on ? MC2FMU_LOG_EVERY : 0u;
     c->interface = interface;
     c->log = log;
     c->glue = glue;
@@ -414,6 +421,29 @@ static int mc2fmu_null(mc2fmu_core *c, const char *fn, const char *what, const v
     if (ptr || n == 0) return MC2FMU_OK;
     snprintf(msg, sizeof msg, "%s: %s is NULL", fn, what);
     return mc2fmu_fail(c, msg);
+}
+
+/* setDebugLogging: every category (n = 0) or the named ones on or off */
+static int mc2fmu_debug_logging(mc2fmu_core *c, const char *fn, int on, size_t n, const char *const *categories) {
+    unsigned bits = 0;
+    size_t i;
+    int k;
+    char msg[MC2FMU_MESSAGE];
+    if (mc2fmu_begin(c, MC2FMU_CALL_ANY, fn) || mc2fmu_null(c, fn, "the categories", categories, n))
+        return MC2FMU_ERROR;
+    for (i = 0; i < n; i++) {
+        for (k = 0; k < 5; k++)
+            if (categories[i] && !strcmp(categories[i], mc2fmu_log_names[k])) break;
+        if (k == 5) {
+            snprintf(msg, sizeof msg, "%s: unknown log category %.60s (the FMU's: logStatusWarning, logStatusDiscard, "
+                     "logStatusError, logStatusFatal, logAll)", fn, categories[i] ? categories[i] : "NULL");
+            return mc2fmu_fail(c, msg);
+        }
+        bits |= 1u << k;
+    }
+    if (n == 0) bits = MC2FMU_LOG_EVERY;
+    c->log_on = on ? c->log_on | bits : c->log_on & ~bits;
+    return MC2FMU_OK;
 }
 
 /* the current q and qd: the start values before initialisation is over, then the
