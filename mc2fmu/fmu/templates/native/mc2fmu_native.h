@@ -338,8 +338,7 @@ enum {
     MC2FMU_CALL_GET,
     MC2FMU_CALL_SET,
     MC2FMU_CALL_DIRECTIONAL,
-    MC2FMU_CALL_TERMINATE,
-    MC2FMU_CALL_NEVER             /* a capability the model does not have (input derivatives, clocks, ...) */
+    MC2FMU_CALL_TERMINATE
 };
 
 #define MC2FMU_IN(p) (1u << (p))
