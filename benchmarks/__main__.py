@@ -64,11 +64,11 @@ def tables(output: str) -> str:
 
 def replace_block(page: str, name: str, body: str) -> str:
     """``page`` with the block of ``name`` replaced by ``body`` (an error if it has none)."""
-    pattern = re.compile(rf"(<!-- benchmark: {re.escape(name)} -->\n).*?(\n<!-- /benchmark: {re.escape(name)} -->)",
+    pattern = re.compile(rf"(<!-- benchmark: {re.escape(name)} -->\n)(?:.*?\n)?(<!-- /benchmark: {re.escape(name)} -->)",
                          re.S)
     if not pattern.search(page):
         raise SystemExit(f"{PAGE}: no block '<!-- benchmark: {name} -->' ... '<!-- /benchmark: {name} -->'; add one")
-    return pattern.sub(lambda m: m.group(1) + body + m.group(2), page, count=1)
+    return pattern.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(2), page, count=1)
 
 
 def run(name: str) -> tuple[int, str]:
