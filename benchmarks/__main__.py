@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "fmu_comm_steps": ["four_bar", "slider_crank", "--models", BENCH],
     "fmu_host_safety": [f"{BENCH}/four_bar-autoencoder-w1"],
     "fmu_misuse": [],
+    "seeds": ["four_bar", "slider_crank", "macpherson", "two_bar", "--k", "4"],
     "compare_reducers": ["--reuse", BENCH + "/{name}-autoencoder-w1"],
     "local_pca": [],
     "node": [f"{BENCH}/four_bar-known-w1", f"{BENCH}/slider_crank-known-w1", f"{BENCH}/two_bar-known-w1"],

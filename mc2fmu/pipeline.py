@@ -31,14 +31,18 @@ EXCITATIONS = ("train", "low", "shape", "high")
 
 def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.PathLike, *,
           reducer: str | None = None, progress: Callable[[dict], None] | None = None, resume: bool = False,
-          checkpoint_every: float = 30.0, notify: Callable[[str], None] | None = None):
+          checkpoint_every: float = 30.0, notify: Callable[[str], None] | None = None,
+          ray_address: str | None = None):
     """``mc2fmu train``: read the data once, fit the reducer, write the model directory.
 
     ``config.dof == "auto"``: the number of minimal coordinates is estimated from the data
     (:mod:`mc2fmu.data.dof`; the evidence goes to ``notify``), or taken from ``coords``.
     The training state is kept in ``MODEL_DIR.checkpoint.pt`` while training runs (every
     ``checkpoint_every`` seconds and on Ctrl-C) and removed after the model is written;
-    ``resume`` continues from it.  Returns the :class:`~mc2fmu.models.artifact.ModelArtifact`.
+    ``resume`` continues from it.  ``config.seeds`` > 1: that many seeds in parallel, the best
+    kept (:mod:`mc2fmu.parallel.seeds`; on the Ray cluster at ``ray_address`` if given).  Torch
+    runs one thread per training, so the model does not depend on the machine's cores.
+    Returns the :class:`~mc2fmu.models.artifact.ModelArtifact`.
     """
     from .data.dataset import load_training_data
     from .models.artifact import save_artifact
@@ -57,7 +61,22 @@ def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.Pa
     if getattr(config, "dof", None) == "auto" and not getattr(config, "from_model", ""):  # --from: the model's
         config = dataclasses.replace(config, dof=resolve_dof(dataset, getattr(config, "coords", ()), notify))
         config.validate()
-    art = entry.load().fit(dataset, config, progress=progress, checkpoint=ckpt)
+    seeds = int(getattr(config, "seeds", 1))
+    if seeds > 1:
+        from .parallel.seeds import train_seeds
+
+        return train_seeds(train, mechanism, runs, config, out_dir, seeds=seeds, reducer=reducer, progress=progress,
+                           resume=resume, checkpoint_every=checkpoint_every, ray_address=ray_address)
+    import torch
+
+    from .parallel.executors import TASK_THREADS
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(TASK_THREADS)
+    try:
+        art = entry.load().fit(dataset, config, progress=progress, checkpoint=ckpt)
+    finally:
+        torch.set_num_threads(threads)
     save_artifact(out_dir, art)
     ckpt.path.unlink(missing_ok=True)
     return art

@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mc2fmu"
 
 #: the stages in pipeline order; a module may import only from its own stage or earlier ones
 #: (top-level helpers: errors and files come first, pipeline and cli last)
-ORDER = ["errors", "files", "mechanics", "data", "models", "reducers", "fmu", "validation", "control", "pipeline", "cli"]
+ORDER = ["errors", "files", "mechanics", "data", "models", "reducers", "fmu", "validation", "control", "parallel",
+         "pipeline", "cli"]
 
 
 def _module_name(path: Path) -> str:

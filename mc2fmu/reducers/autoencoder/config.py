@@ -69,6 +69,9 @@ AUTO_GAUGE_WEIGHT = 1e-4
 AUTO_SAMPLES = 1000
 AUTO_SAMPLES_IDENTIFY = 2000
 
+#: seeds trained and the best kept (``--seeds``; mc2fmu/parallel/seeds.py)
+DEFAULT_SEEDS = 1
+
 
 #: the fit that is good enough (``lbfgs_floor``): a validation loss of the fit (L_gauge left out)
 #: of 1e-7.  Measured (benchmarks/train_accuracy.py, docs/benchmarks.md "Reduced models"): with an L-BFGS
@@ -180,6 +183,9 @@ class TrainConfig:
     scale_floor: float = 1e-3  # relative floor on per-coordinate scales (channels that barely move)
     loss_scale: str = "channel"  # "channel": per coordinate (default; measured better); "global": one scale per term
     seed: int = field(default=0, metadata=_opt("--seed", "random seed (default 0)"))
+    seeds: int = field(default=DEFAULT_SEEDS, metadata=_opt(
+        "--seeds", f"train K seeds (--seed, --seed + 1, ...) in parallel and keep the one with the lowest validation "
+        f"loss (default {DEFAULT_SEEDS}; docs/training.md)"))
 
     def validate(self) -> None:
         """Checks that need no data, done before any data is read."""
@@ -206,6 +212,8 @@ class TrainConfig:
                                        or self.samples < 0):
             problems.append(f"--samples {self.samples}: the number of training triplets must be >= 0 (0: every "
                             "window of the runs) or auto")
+        if not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1:
+            problems.append(f"--seeds {self.seeds}: the number of seeds must be a whole number >= 1")
         if self.identify_iters < 0:
             problems.append(f"--identify-iters {self.identify_iters}: must be >= 0")
         if self.rollout_steps < 0:

@@ -1,0 +1,142 @@
+"""Where independent tasks run: one interface, two implementations.
+
+* :class:`LocalPool`: a pool of fresh processes on this machine (``spawn``: no state forked
+  from the caller), as many as there are cores unless told otherwise;
+* :class:`RayPool`: Ray tasks, on a local Ray instance this process starts (and stops) or on
+  an existing cluster given by its address (``ray://host:10001`` or ``host:6379``).  Ray is
+  the optional extra ``cluster``.
+
+A task is a module-level function and picklable arguments; it returns a picklable value.
+``run`` yields ``(key, value or exception)`` as tasks finish; ``close`` stops what is left.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable, Iterator, Protocol
+
+from ..errors import Mc2fmuError
+
+#: torch threads per task: fixed, so a task's result does not depend on the machine (torch's
+#: default, one thread per core, changes the float summation order and so the trained model)
+TASK_THREADS = 1
+
+
+class ClusterError(Mc2fmuError):
+    """Ray is missing, or the cluster cannot be reached."""
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class Executor(Protocol):
+    slots: int
+
+    def run(self, fn: Callable, tasks: dict[str, tuple]) -> Iterator[tuple[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def _with_threads(fn: Callable, threads: int, args: tuple):
+    import torch
+
+    torch.set_num_threads(threads)
+    return fn(*args)
+
+
+class LocalPool:
+    """Fresh processes on this machine, ``slots`` at a time (default: one per core)."""
+
+    def __init__(self, slots: int | None = None, threads: int = TASK_THREADS):
+        import multiprocessing
+
+        self.slots = max(1, slots or cores())
+        self.threads = threads
+        self._pool = ProcessPoolExecutor(self.slots, mp_context=multiprocessing.get_context("spawn"))
+
+    def run(self, fn: Callable, tasks: dict[str, tuple], cpus: dict[str, int] | None = None
+            ) -> Iterator[tuple[str, Any]]:
+        """At most ``slots`` tasks in flight: after Ctrl-C no queued task starts (a pool's
+        queue would start one more).  ``cpus`` is for Ray; here every task takes one slot."""
+        queued = list(tasks.items())
+        futures: dict = {}
+        while queued or futures:
+            while queued and len(futures) < self.slots:
+                key, args = queued.pop(0)
+                futures[self._pool.submit(_with_threads, fn, self.threads, args)] = key
+            done, _ = wait(set(futures), return_when=FIRST_COMPLETED)
+            for f in done:
+                key = futures.pop(f)
+                exc = f.exception()
+                yield key, (exc if exc is not None else f.result())
+
+    def close(self, wait_for_tasks: bool = True) -> None:
+        self._pool.shutdown(wait=wait_for_tasks, cancel_futures=True)
+
+
+class RayPool:
+    """Ray tasks, one CPU and ``threads`` torch threads each.  ``address`` None: a local Ray
+    instance (started here, stopped by ``close``), on the loopback only."""
+
+    def __init__(self, address: str | None = None, threads: int = TASK_THREADS, num_cpus: int | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise ClusterError("Ray is not installed: install the extra with `pip install -e \".[cluster]\"` "
+                               "(or `pip install ray`)") from None
+        self.ray, self.threads, self.started = ray, threads, False
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+            else:  # a new instance, never one found through RAY_ADDRESS or a `ray start` on this node
+                ray.init(address="local", num_cpus=num_cpus or cores(), include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR", _node_ip_address="127.0.0.1")
+                self.started = True
+        except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError, ...
+            where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+            raise ClusterError(f"cannot start or reach {where}: {exc}; check the address (ray://HOST:10001 or "
+                               "HOST:6379) and that the cluster runs the same Ray and Python versions") from None
+        self.slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(_with_threads)
+        self._refs: dict = {}
+
+    def run(self, fn: Callable, tasks: dict[str, tuple], cpus: dict[str, int] | None = None
+            ) -> Iterator[tuple[str, Any]]:
+        """``cpus``: the CPUs a task reserves (default 1), e.g. a job that trains seeds in a pool."""
+        ray = self.ray
+        cpus = cpus or {}
+        self._refs = {self._remote.options(num_cpus=cpus.get(key, 1)).remote(fn, self.threads, args): key
+                      for key, args in tasks.items()}
+        pending = list(self._refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                try:
+                    value = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    value = exc.cause if isinstance(exc.cause, BaseException) else exc
+                except Exception as exc:  # a worker that died, a cancelled task
+                    value = exc
+                yield self._refs[ref], value
+
+    def close(self, wait_for_tasks: bool = True) -> None:
+        """``wait_for_tasks`` False: cancel the tasks and wait (up to a minute) until they are gone,
+        so that nothing writes after this returns."""
+        ray = self.ray
+        if not wait_for_tasks and self._refs:
+            for ref in self._refs:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:
+                    pass
+            try:
+                ray.wait(list(self._refs), num_returns=len(self._refs), timeout=60)
+            except Exception:
+                pass
+        if self.started or ray.is_initialized():
+            ray.shutdown()
