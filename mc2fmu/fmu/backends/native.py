@@ -10,8 +10,10 @@ other platforms compile the sources themselves.
   as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
-* ``mc2fmu_native.h`` (dynamics and runtime) and ``mc2fmu_fmi2.c`` / ``mc2fmu_fmi3.c``
-  (the FMI glue) are copied unchanged from the package's ``templates/native/``.
+* ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
+  ``mc2fmu_fmi.h`` (the FMI functions both versions share) and ``mc2fmu_fmi2.c`` /
+  ``mc2fmu_fmi3.c`` (the per-version glue) are copied unchanged from the package's
+  ``templates/native/``.
 
 Everything but the FMI functions has internal linkage (one translation unit, ``static``,
 ``-fvisibility=hidden``), so two native FMUs live side by side in one process without
