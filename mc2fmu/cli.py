@@ -527,6 +527,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if ens:
         print(f"  {ens['seeds']} seeds in {ens['wall_seconds']:.0f} s ({ens['slots']} at a time), kept seed {ens['kept']}:")
         for r in ens["members"]:
+            if "error" in r:
+                print(f"    seed {r['seed']}: failed, left out: {r['error']}")
+                continue
             print(f"    seed {r['seed']}: validation {r['val_loss']:.3e}, {r['lbfgs_iterations']} L-BFGS iterations, "
                   f"{r['seconds']:.1f} s{'  <- kept' if r['kept'] else ''}")
     for name, r in (m.get("spring_law_residual") or {}).items():

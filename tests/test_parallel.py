@@ -57,6 +57,31 @@ def test_seeds_keep_the_lowest_validation_loss_and_record_every_seed(four_bar, t
     assert _record(alone)["metrics"]["val_loss"] == best["val_loss"]
 
 
+def _seed_one_fails(mechanism, runs, config, out, **kw):
+    """mc2fmu.pipeline.train, except that seed 1 fails as a diverged training does."""
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.pipeline import train
+
+    if config.seed == 1:
+        raise TrainingError("training ended with non-finite weights (a diverged run)")
+    return train(mechanism, runs, config, out, **kw)
+
+
+def test_a_failed_seed_is_left_out(four_bar, tmp_path):
+    """A seed that fails does not sink the ensemble: the others are compared, the failure is
+    recorded with its message."""
+    from mc2fmu.parallel.seeds import train_seeds
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    mech, run, _ = four_bar
+    cfg = TrainConfig(dof=1, samples=64, adam_epochs=5, lbfgs_iters=20, seeds=2)
+    art = train_seeds(_seed_one_fails, str(mech), [run], cfg, tmp_path / "m", seeds=2)
+    ens = art.training["ensemble"]
+    assert ens["kept"] == 0 and ens["members"][0]["kept"] and ens["members"][0]["val_loss"] > 0
+    assert ens["members"][1] == {"seed": 1, "error": "training ended with non-finite weights (a diverged run)",
+                                 "kept": False}
+
+
 def test_an_interrupted_ensemble_resumes_to_the_uninterrupted_result(four_bar, tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) saves every seed's state in
     MODEL_DIR.seeds; the same command plus --resume ends with the arrays of an uninterrupted

@@ -116,7 +116,7 @@ def train_seeds(train: Callable, mechanism, runs, config, out_dir, *, seeds: int
     try:
         for key, value in pool.run(train_member, tasks):
             if isinstance(value, BaseException):
-                failures.append(f"seed {key}: {value}")
+                failures.append((int(key), str(value)))
             elif "interrupted" in value:
                 interrupted = True
             else:
@@ -140,11 +140,13 @@ def train_seeds(train: Callable, mechanism, runs, config, out_dir, *, seeds: int
                 pass
     if interrupted:
         raise TrainingInterrupted(folder)
-    if failures:
-        raise TrainingError([f"--seeds {seeds}: {f}" for f in failures] +
-                            [f"the finished seeds are kept in {folder}; fix the cause and add --resume"])
+    if not records:  # a seed that fails (e.g. diverges) is left out; all of them failing is an error
+        raise TrainingError([f"--seeds {seeds}: seed {k}: {m}" for k, m in failures] +
+                            [f"no seed finished; fix the cause and train again (delete {folder} first)"])
     records.sort(key=lambda r: r["seed"])
     best = min(records, key=lambda r: (r["val_loss"], r["seed"]))
+    records += [{"seed": k, "error": m} for k, m in failures]
+    records.sort(key=lambda r: r["seed"])
     art = load_artifact(member_dir(out_dir, best["seed"]))
     art.training["ensemble"] = {"seeds": seeds, "base_seed": base, "kept": best["seed"],
                                 "wall_seconds": time.perf_counter() - t0, "slots": min(pool.slots, seeds),
