@@ -15,6 +15,15 @@
     } while (0)
 #define MC2FMU_STATUS(x) ((mc2fmu_status)(x))
 
+/* a capability the model does not have: Error, with what the model description says */
+static mc2fmu_status mc2fmu_never(mc2fmu_instance c, const char *fn, const char *what) {
+    char msg[MC2FMU_MESSAGE];
+    MC2FMU_CHECK(c);
+    if (mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_ANY, fn)) return MC2FMU_STATUS(MC2FMU_ERROR);
+    snprintf(msg, sizeof msg, "%s refused: %s", fn, what);
+    return MC2FMU_STATUS(mc2fmu_fail(MC2FMU_CORE(c), msg));
+}
+
 void MC2FMU_FN(fmi2FreeInstance, fmi3FreeInstance)(mc2fmu_instance c) {
     if (!c) return; /* the standard: a NULL instance is ignored */
     mc2fmu_free_all_states(MC2FMU_CORE(c));

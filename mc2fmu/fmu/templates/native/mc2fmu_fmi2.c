@@ -151,21 +151,13 @@ fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *info) {
 }
 
 /* co-simulation */
-static fmi2Status mc2fmu_fmi2_never(fmi2Component c, const char *fn, const char *what) {
-    char msg[MC2FMU_MESSAGE];
-    MC2FMU_CHECK(c);
-    if (mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_ANY, fn)) return fmi2Error;
-    snprintf(msg, sizeof msg, "%s refused: %s", fn, what);
-    return (fmi2Status)mc2fmu_fail(MC2FMU_CORE(c), msg);
-}
-
 fmi2Status fmi2SetRealInputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,
                                        const fmi2Integer order[], const fmi2Real value[]) {
     (void)vr;
     (void)order;
     (void)value;
     (void)nvr;
-    return mc2fmu_fmi2_never(c, __func__, "input derivatives are not supported (canInterpolateInputs = false)");
+    return mc2fmu_never(c, __func__, "input derivatives are not supported (canInterpolateInputs = false)");
 }
 
 fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,
@@ -174,7 +166,7 @@ fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReferenc
     (void)order;
     (void)value;
     (void)nvr;
-    return mc2fmu_fmi2_never(c, __func__, "output derivatives are not provided (maxOutputDerivativeOrder = 0)");
+    return mc2fmu_never(c, __func__, "output derivatives are not provided (maxOutputDerivativeOrder = 0)");
 }
 
 fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunicationPoint, fmi2Real communicationStepSize,
@@ -185,7 +177,7 @@ fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunicationPoint, fmi2R
 }
 
 fmi2Status fmi2CancelStep(fmi2Component c) {
-    return mc2fmu_fmi2_never(c, __func__, "doStep never runs asynchronously, there is no step to cancel");
+    return mc2fmu_never(c, __func__, "doStep never runs asynchronously, there is no step to cancel");
 }
 
 /* the status queries (co-simulation): the last doStep's status and the last successful time;

@@ -33,15 +33,6 @@ static void mc2fmu_glue_free(mc2fmu_instance c) { free(c); }
 
 #include "mc2fmu_fmi.h"
 
-/* a capability the model does not have: Error, with what the model description says */
-static fmi3Status mc2fmu_fmi3_never(fmi3Instance c, const char *fn, const char *what) {
-    char msg[MC2FMU_MESSAGE];
-    MC2FMU_CHECK(c);
-    if (mc2fmu_begin(MC2FMU_CORE(c), MC2FMU_CALL_ANY, fn)) return fmi3Error;
-    snprintf(msg, sizeof msg, "%s refused: %s", fn, what);
-    return (fmi3Status)mc2fmu_fail(MC2FMU_CORE(c), msg);
-}
-
 /* a call on nvr variables of a kind the model has none of (clocks): nothing to do for none */
 static fmi3Status mc2fmu_fmi3_none(fmi3Instance c, const char *fn, size_t nvr, const char *type) {
     MC2FMU_CHECK(c);
@@ -225,7 +216,7 @@ fmi3Status fmi3GetNumberOfVariableDependencies(fmi3Instance c, fmi3ValueReferenc
                                                size_t *nDependencies) {
     (void)valueReference;
     (void)nDependencies;
-    return mc2fmu_fmi3_never(c, __func__, "variable dependencies are not provided at run time (see "
+    return mc2fmu_never(c, __func__, "variable dependencies are not provided at run time (see "
                                           "modelDescription.xml)");
 }
 
@@ -238,7 +229,7 @@ fmi3Status fmi3GetVariableDependencies(fmi3Instance c, fmi3ValueReference depend
     (void)elementIndicesOfIndependents;
     (void)dependencyKinds;
     (void)nDependencies;
-    return mc2fmu_fmi3_never(c, __func__, "variable dependencies are not provided at run time (see "
+    return mc2fmu_never(c, __func__, "variable dependencies are not provided at run time (see "
                                           "modelDescription.xml)");
 }
 
@@ -266,15 +257,15 @@ fmi3Status fmi3GetAdjointDerivative(fmi3Instance c, const fmi3ValueReference unk
     (void)nSeed;
     (void)sensitivity;
     (void)nSensitivity;
-    return mc2fmu_fmi3_never(c, __func__, "adjoint derivatives are not provided (providesAdjointDerivatives = false)");
+    return mc2fmu_never(c, __func__, "adjoint derivatives are not provided (providesAdjointDerivatives = false)");
 }
 
 fmi3Status fmi3EnterConfigurationMode(fmi3Instance c) {
-    return mc2fmu_fmi3_never(c, __func__, "the model has no structural parameters");
+    return mc2fmu_never(c, __func__, "the model has no structural parameters");
 }
 
 fmi3Status fmi3ExitConfigurationMode(fmi3Instance c) {
-    return mc2fmu_fmi3_never(c, __func__, "the model has no structural parameters");
+    return mc2fmu_never(c, __func__, "the model has no structural parameters");
 }
 
 /* clocks: none */
@@ -339,7 +330,7 @@ fmi3Status fmi3SetShiftFraction(fmi3Instance c, const fmi3ValueReference vr[], s
 }
 
 fmi3Status fmi3EvaluateDiscreteStates(fmi3Instance c) {
-    return mc2fmu_fmi3_never(c, __func__, "the model has no discrete states (providesEvaluateDiscreteStates = false)");
+    return mc2fmu_never(c, __func__, "the model has no discrete states (providesEvaluateDiscreteStates = false)");
 }
 
 fmi3Status fmi3UpdateDiscreteStates(fmi3Instance c, fmi3Boolean *discreteStatesNeedUpdate,
@@ -393,7 +384,7 @@ fmi3Status fmi3GetOutputDerivatives(fmi3Instance c, const fmi3ValueReference vr[
     (void)orders;
     (void)values;
     (void)nValues;
-    return mc2fmu_fmi3_never(c, __func__, "output derivatives are not provided (maxOutputDerivativeOrder = 0)");
+    return mc2fmu_never(c, __func__, "output derivatives are not provided (maxOutputDerivativeOrder = 0)");
 }
 
 fmi3Status fmi3DoStep(fmi3Instance c, fmi3Float64 currentCommunicationPoint, fmi3Float64 communicationStepSize,
@@ -418,5 +409,5 @@ fmi3Status fmi3DoStep(fmi3Instance c, fmi3Float64 currentCommunicationPoint, fmi
 fmi3Status fmi3ActivateModelPartition(fmi3Instance c, fmi3ValueReference clockReference, fmi3Float64 activationTime) {
     (void)clockReference;
     (void)activationTime;
-    return mc2fmu_fmi3_never(c, __func__, "scheduled execution is not supported");
+    return mc2fmu_never(c, __func__, "scheduled execution is not supported");
 }
