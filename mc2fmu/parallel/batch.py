@@ -103,6 +103,7 @@ def _type_problem(field: dataclasses.Field, value: Any) -> str | None:
 
 def read_jobs(path: str | os.PathLike) -> list[Job]:
     """Parse and check the jobs file; every problem at once, each naming the entry and the key."""
+    from ..fmu.export import export_problems
     from ..reducers.base import DEFAULT_REDUCER, REDUCERS
 
     path = Path(path)
@@ -194,8 +195,6 @@ def read_jobs(path: str | os.PathLike) -> list[Job]:
         except Mc2fmuError as exc:
             problems += [f"{where}: {line}" for line in exc.problems]
             continue
-        from ..fmu.export import export_problems
-
         problems += [f"{where}: {line}" for line in export_problems(
             Path(f"{name}.fmu"), export_opts.get("backend", "native"), export_opts.get("fmi", 2),
             export_opts.get("interface", "cs"), reducer)]
