@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs_or_dataset = {"metavar": "RUN", "nargs": "+", "help": "pose export(s), or one dataset .npz from `mc2fmu ingest`"}
     model_dir = {"metavar": "MODEL_DIR", "help": "directory written by `mc2fmu train`"}
     fmi = {"type": int, "default": 2, "choices": (2, 3), "help": "FMI version (default 2; 3 is native only)"}
+    platforms = {"metavar": "LIST", "default": None,
+                 "help": "native backend: the platforms to build binaries for, comma-separated: x86_64-linux, "
+                         "x86_64-windows, aarch64-linux, or all (default auto: every one whose compiler and "
+                         "emulator are installed; $MC2FMU_PLATFORMS overrides the default)"}
 
     p = command("ingest", _cmd_ingest, "pose exports + mechanism -> natural-coordinate dataset (.npz)", INGEST_HELP)
     p.add_argument("mechanism", **mechanism)
@@ -176,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fmi", **fmi)
     p.add_argument("--interface", default="cs", choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only)")
+    p.add_argument("--platforms", **platforms)
 
     p = command("validate", _cmd_validate, "run an FMU with fmpy on reference runs and report its accuracy",
                 VALIDATE_HELP)
@@ -200,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interface", default="cs", choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only); "
                         "validation runs the co-simulation interface, so me alone is not validated")
+    p.add_argument("--platforms", **platforms)
     _add_training_arguments(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu",
                    help="FMU to write; the model goes to OUT.model/, the report to OUT.report/")
@@ -255,7 +261,12 @@ state are refused with a logged error.  Get/set/serialize FMU state is supported
 Default experiment: 0 .. the first training run's length, step = the training step.
 
 Backend native (default): generated C99 compiled here with $CC (default gcc), checked
-against the model to 1e-12; the FMU carries its sources too.  The importer needs no
+against the model to 1e-12; the FMU carries its sources too.  It carries one binary per
+platform whose toolchain is installed (--platforms): Linux x86-64 (binaries/linux64 in
+FMI 2, x86_64-linux in FMI 3), Windows x86-64 (win64, x86_64-windows; Debian packages
+gcc-mingw-w64-x86-64 and wine64) and Linux aarch64 (aarch64-linux in both;
+gcc-aarch64-linux-gnu and qemu-user).  Each binary is checked like the first, under wine
+or qemu-user, and loads nothing but the system's C library.  The importer needs no
 Python, and no FMI call sequence, value or serialized state can crash or hang it.  In
 model exchange it provides exact directional derivatives (complex step through the C
 code) of der(q), der(qd) and the outputs along the states and inputs.
@@ -270,6 +281,7 @@ discrete-time model, so co-simulation only: --interface cs).
 examples:
   mc2fmu export out/four_bar -o out/four_bar.fmu
   mc2fmu export out/four_bar -o out/four_bar_me.fmu --fmi 3 --interface both
+  mc2fmu export out/four_bar -o out/four_bar.fmu --platforms x86_64-linux,x86_64-windows
   mc2fmu export out/four_bar -o out/four_bar_py.fmu --backend python
   mc2fmu export out/four_bar -o out/four_bar.casadi --format casadi   # for MPC (CasADi)
 """
@@ -618,10 +630,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
               f"inputs {', '.join(summary['inputs']) or 'none'}; load it with casadi.Function.load")
         return 0
 
-    summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface)
+    summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface, args.platforms)
     print(f"wrote {args.output}: {summary['backend']} backend, FMI {summary['fmi_version']} "
           f"{summary['interface']}, {summary['variables']} variables, {_export_check(summary)}")
+    _print_platforms(summary.get("platforms", {}))
     return 0
+
+
+def _print_platforms(platforms: dict) -> None:
+    """The binaries an export built: platform, folder, what each loads, its glibc floor, size."""
+    if not platforms:
+        return
+    print(f"  {'platform':<16} {'binaries/':<16} {'loads':<26} {'glibc >=':<9} {'size':>7}  checked")
+    for name, b in platforms.items():
+        check = max(b["max_difference"].values())
+        print(f"  {name:<16} {b['folder']:<16} {', '.join(b['needed']):<26} {b['glibc'] or '-':<9} "
+              f"{b['bytes'] / 1024:>5.0f} kB  {check:.1e}")
 
 
 def _export_check(summary: dict) -> str:
@@ -638,6 +662,10 @@ def _print_validation(result: dict) -> None:
     print(f"{result['fmu']}: model description: " + ("no problems" if not problems else f"{len(problems)} problem(s)"))
     for p in problems:
         print(f"  {p}")
+    if result.get("binaries"):
+        print("  binaries: " + ", ".join(
+            f"{b['platform'] or b['folder']}" + (f" (glibc >= {b['glibc']})" if b["glibc"] else "")
+            for b in result["binaries"]))
     print(f"  {'run':<12} {'NRMSE':>10} {'max pos err':>12} {'max rot err':>12} {'stop time':>10} {'envelope':>9} "
           f"{'err > 10 %':>10} {'wall':>7}")
     for r in result["runs"]:
@@ -706,7 +734,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     with _progress_bar(args.quiet) as bar:
         summary = convert(args.mechanism, args.runs, cfg, args.output, args.validate, args.backend,
                           fmi_version=args.fmi, interface=args.interface, reducer=args.reducer,
-                          train_progress=bar and bar.update, stage=_stage(args.quiet, bar), notify=_notify(args.quiet))
+                          platforms=args.platforms, train_progress=bar and bar.update, stage=_stage(args.quiet, bar), notify=_notify(args.quiet))
     _print_convert(summary)
     return 0
 

@@ -104,7 +104,7 @@ def side_paths(out_fmu: Path) -> tuple[Path, Path]:
 
 def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | os.PathLike,
             validate_runs: list[str] | None = None, backend: str | None = None, *, fmi_version: int = 2,
-            interface: str = "cs", reducer: str | None = None,
+            interface: str = "cs", reducer: str | None = None, platforms: str | None = None,
             train_progress: Callable[[dict], None] | None = None,
             stage: Callable[[str], None] | None = None,
             validate_progress=None, notify: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -119,16 +119,20 @@ def convert(mechanism: str | os.PathLike, runs: list[str], cfg, out_fmu: str | o
 
     out_fmu = Path(out_fmu)
     # before anything is trained
-    problems = export_problems(out_fmu, backend, fmi_version, interface, reducer or DEFAULT_REDUCER)
+    problems = export_problems(out_fmu, backend, fmi_version, interface, reducer or DEFAULT_REDUCER, platforms)
     if problems:
         raise ExportError(problems)
+    if backend == "native":  # a missing cross-compiler is found now, not after the training
+        from .fmu.platforms import resolve
+
+        resolve(platforms)
     cfg.validate()
     model_dir, report_dir = side_paths(out_fmu)
     stage = stage or (lambda s: log.info("%s", s))
     stage(f"training on {len(runs)} run(s) -> {model_dir}")
     art = train(mechanism, runs, cfg, model_dir, reducer=reducer, progress=train_progress, notify=notify)
     stage(f"exporting -> {out_fmu}")
-    export = export_fmu(model_dir, out_fmu, backend, fmi_version, interface)
+    export = export_fmu(model_dir, out_fmu, backend, fmi_version, interface, platforms)
     all_runs = list(dict.fromkeys([*runs, *(validate_runs or [])]))
     pose_runs = [r for r in all_runs if not is_dataset(r)]
     if interface == "me":

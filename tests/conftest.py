@@ -16,6 +16,10 @@ from pathlib import Path
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
+# The suite's native exports build this machine's binary only: the other platforms' compilers
+# and emulated self-checks would take several seconds of each of its many exports.
+# test_platforms.py builds every platform's binaries, and checks the default without this.
+os.environ.setdefault("MC2FMU_PLATFORMS", "x86_64-linux")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -53,10 +53,18 @@ def exported_by(reducer: str) -> list[str]:
 
 
 def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, interface: str,
-                    reducer: str | None = None) -> list[str]:
+                    reducer: str | None = None, platforms: str | None = None) -> list[str]:
     """What is wrong with these export options (empty: nothing), checked before any work;
-    ``reducer``: the reducer whose model is exported, when known."""
+    ``reducer``: the reducer whose model is exported, when known; ``platforms``: the native
+    backend's ``--platforms`` (None: the default)."""
     problems = []
+    if platforms is not None and backend != "native":
+        problems.append(f"--platforms {platforms}: only the native backend builds binaries for other platforms "
+                        f"(the {backend} backend's FMU runs wherever its Python packages do)")
+    elif platforms is not None:
+        from .platforms import platform_problems
+
+        problems += platform_problems(platforms)
     if fmi_version not in FMI_VERSIONS:
         problems.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
     if interface not in INTERFACES:
@@ -80,24 +88,28 @@ def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, inte
 
 
 def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: str = DEFAULT_BACKEND, fmi_version: int = 2,
-               interface: str = "cs") -> dict[str, Any]:
+               interface: str = "cs", platforms: str | None = None) -> dict[str, Any]:
     """Write ``out`` (.fmu) from a model directory; returns a summary.
 
-    ``interface``: ``cs`` (co-simulation), ``me`` (model exchange) or ``both``.
+    ``interface``: ``cs`` (co-simulation), ``me`` (model exchange) or ``both``; ``platforms``
+    (native backend): a comma-separated list of platform tuples, ``auto`` or ``all``
+    (:func:`mc2fmu.fmu.platforms.resolve`; None: ``$MC2FMU_PLATFORMS``, else ``auto``).
     """
-    problems = export_problems(out, backend, fmi_version, interface)
+    problems = export_problems(out, backend, fmi_version, interface, platforms=platforms)
     if problems:
         raise ExportError(problems)
     out = Path(out)
     model_dir = Path(model_dir)
     artifact = load_artifact(model_dir)
-    problems = export_problems(out, backend, fmi_version, interface, artifact.reducer)
+    problems = export_problems(out, backend, fmi_version, interface, artifact.reducer, platforms)
     if problems:
         raise ExportError([f"{model_dir}: {p}" for p in problems])
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:
-        summary = exporter(artifact, model_dir, Path(tmp), Path(tmp_out), fmi_version=fmi_version, interface=interface)
+        extra = {"platforms": platforms} if backend == "native" else {}
+        summary = exporter(artifact, model_dir, Path(tmp), Path(tmp_out), fmi_version=fmi_version, interface=interface,
+                           **extra)
     summary.setdefault("variables", len(fmu_variables(artifact)))
     summary.update({"fmu": str(out), "backend": backend, "fmi_version": fmi_version, "interface": interface})
     log.info("wrote %s (%s backend)", out, backend)

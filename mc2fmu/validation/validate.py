@@ -129,6 +129,7 @@ def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_
         raise ValidationError(f"--timeout {timeout!r}: the time limit must be a number of seconds > 0")
     from fmpy.validation import validate_fmu as fmpy_validate
 
+    from ..fmu.platforms import fmu_binaries
     from ..mechanics.mechanism import load_mechanism
 
     path = Path(fmu)
@@ -136,12 +137,15 @@ def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_
     mech = load_mechanism(mechanism_path)
     art.check_mechanism(mech, mechanism_path)
     problems = [str(p) for p in fmpy_validate(str(path))]
+    binaries = fmu_binaries(path)
+    problems += [b["problem"] for b in binaries if b["problem"]]
     runs = []
     for k, rp in enumerate(run_paths):
         runs.append(validate_run(path, art, mech, rp, timeout))
         if progress:
             progress(k + 1, len(run_paths), runs[-1]["summary"])
-    result = {"fmu": str(path), "model_description_problems": problems, "runs": [r["summary"] for r in runs]}
+    result = {"fmu": str(path), "model_description_problems": problems, "binaries": binaries,
+              "runs": [r["summary"] for r in runs]}
     if report_dir is not None:
         from .report import write_report
 

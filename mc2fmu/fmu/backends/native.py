@@ -44,8 +44,10 @@ import logging
 import math
 import os
 import shutil
+import struct
 import subprocess
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,7 @@ from ...models.manifold import ManifoldModel, spring_force
 from ...models.spring_laws import HIDDEN as LAW_HIDDEN
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
+from ..platforms import PLATFORMS, Platform, compiler_of, emulator_env, emulator_of, host_name, inspect_binary, resolve
 
 log = logging.getLogger(__name__)
 
@@ -90,19 +93,12 @@ def fmi_headers() -> Path:
     return path
 
 
-def platform_folder(fmi_version: int) -> tuple[str, str]:
-    """``binaries/`` sub-folder and shared-library suffix for this machine."""
-    import fmpy
-
-    return (fmpy.platform if fmi_version == 2 else fmpy.platform_tuple), fmpy.sharedLibraryExtension
-
-
-def compiler() -> str:
-    cc = os.environ.get("CC", "gcc")
-    path = shutil.which(cc)
+def compiler(platform: Platform | None = None) -> str:
+    """The C compiler that builds for ``platform`` (default: this machine, ``$CC`` or gcc)."""
+    platform = platform or PLATFORMS[host_name()]
+    path = compiler_of(platform)
     if path is None:
-        raise ExportError(f"the native backend needs a C compiler and '{cc}' was not found on PATH; install one "
-                          "(e.g. `apt-get install gcc`) or set CC to its name, or use --backend python")
+        resolve(platform.name)  # raises the error that names the package to install
     return path
 
 
@@ -449,127 +445,245 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     return [names[0], "mc2fmu_model.h", *names[1:]]
 
 
-def compile_library(source: Path, out: Path, *, extra: list[str] | None = None) -> list[str]:
-    """Compile one translation unit into a shared library; returns the compiler's warnings."""
-    cmd = [compiler(), *cflags(), "-shared", "-I", str(source.parent), "-I", str(fmi_headers()), *(extra or []),
-           str(source), "-o", str(out), "-lm"]
+def compile_library(source: Path, out: Path, *, extra: list[str] | None = None, platform: Platform | None = None,
+                    program: bool = False) -> list[str]:
+    """Compile one translation unit into a shared library (or, ``program``, an executable) for
+    ``platform`` (default: this machine's); returns the compiler's warnings."""
+    platform = platform or PLATFORMS[host_name()]
+    flags = [f for f in cflags() if not (program and f == "-fPIC")]
+    cmd = [compiler(platform), *flags, *([] if program else ["-shared"]), *platform.flags, "-I", str(source.parent),
+           "-I", str(fmi_headers()), *(extra or []), str(source), "-o", str(out), "-lm"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         first = "\n".join(proc.stderr.strip().splitlines()[:15])
-        raise ExportError(f"{source.name}: the C compiler failed (exit {proc.returncode}):\n{first}\n"
+        raise ExportError(f"{source.name}: the C compiler failed (exit {proc.returncode}, building for "
+                          f"{platform.name}):\n{first}\n"
                           f"command: {' '.join(cmd)}")
     warnings = [line for line in proc.stderr.splitlines() if "warning:" in line]
     for w in warnings:
-        log.warning("C compiler: %s", w)
+        log.warning("C compiler (%s): %s", platform.name, w)
     return warnings
 
 
-def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_version: int = 2) -> dict[str, float]:
-    """Compile the sources with ``-DMC2FMU_SELFTEST`` and compare the C dynamics with the
-    run-time model (decoder value/J/H, rhs, step map; with springs also their part of the rhs
-    alone) and the C poses with :mod:`mc2fmu.mechanics.rotations` at points spread over the
-    training envelope; returns the largest relative difference of each."""
-    lib_path = work / "selftest.so"
-    compile_library(sources / GLUE[fmi_version], lib_path, extra=["-DMC2FMU_SELFTEST"])
-    lib = ctypes.CDLL(str(lib_path))
-    fn = lib.mc2fmu_selftest
-    fn.restype = ctypes.c_int
-    m, n_x, n_u = artifact.dof, artifact.layout.size, artifact.n_u
-    n_b = len(artifact.layout.bodies)
-    model = manifold_model(artifact)
-    node = node_model(artifact)
-    worst = {"decoder": 0.0, "rhs": 0.0, "step": 0.0, "poses": 0.0}
-    if node is not None:
-        worst |= {"node rhs": 0.0, "node step": 0.0}
-        fn_node = lib.mc2fmu_selftest_node
-        fn_node.restype = None
-    lpca = local_pca_model(artifact)
-    if lpca is not None:
-        worst |= {"local-pca start": 0.0, "local-pca step": 0.0, "local-pca outputs": 0.0}
-        fn_lpca = lib.mc2fmu_selftest_lpca
-        fn_lpca.restype = None
-        rng = np.random.default_rng(3)
-    springs = len(model.springs) > 0
-    if springs:  # J^T f_spring(x, J qd) alone: a small spring force is checked on its own scale
-        worst["springs"] = 0.0
+#: the self-check's C functions: record kind -> (function, its outputs (name, size of
+#: (dof, n_x, n_bodies, local-PCA r)) in the order of its arguments); mc2fmu_selftest.c reads
+#: and writes the same records
+SELFTEST_OUTPUTS = {
+    0: ("mc2fmu_selftest", (("x", lambda m, nx, nb, r: nx), ("J", lambda m, nx, nb, r: nx * m),
+                            ("H", lambda m, nx, nb, r: nx * m * m), ("x_value", lambda m, nx, nb, r: nx),
+                            ("qdd", lambda m, nx, nb, r: m), ("q_next", lambda m, nx, nb, r: m),
+                            ("pose", lambda m, nx, nb, r: 7 * nb), ("spring", lambda m, nx, nb, r: m))),
+    1: ("mc2fmu_selftest_node", (("qdd", lambda m, nx, nb, r: m), ("q_next", lambda m, nx, nb, r: m),
+                                 ("qd_next", lambda m, nx, nb, r: m))),
+    2: ("mc2fmu_selftest_lpca", (("start", lambda m, nx, nb, r: 1 + 3 * r), ("next", lambda m, nx, nb, r: 1 + 3 * r),
+                                 ("observed", lambda m, nx, nb, r: 2 * m))),
+}
 
-    def ptr(a):
-        return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
 
-    def rel(got, ref):
-        # the same non-finite value on both sides (e.g. a barely trained model whose M_m is not
-        # positive definite at a point) is agreement; any other non-finite difference is not
-        same = (np.isnan(got) & np.isnan(ref)) | (np.isinf(ref) & (got == ref))
-        if not got.size:
-            return 0.0
-        scale = max(1.0, float(np.max(np.abs(np.where(same, 0.0, ref)))))
-        return float(np.max(np.where(same, 0.0, np.abs(got - ref)))) / scale
-
-    for p in sample_points(artifact.envelope, model, points, seed=7):
-        q, qd, qp = (np.ascontiguousarray(p[k][0], dtype=np.float64) for k in ("q", "qd", "q_prev"))
-        u = np.ascontiguousarray(p["u"][0] if n_u else np.zeros(1), dtype=np.float64)
-        x, J, H, xv = np.zeros(n_x), np.zeros(n_x * m), np.zeros(n_x * m * m), np.zeros(n_x)
-        qdd, qn, pose, fs = np.zeros(m), np.zeros(m), np.zeros(7 * n_b), np.zeros(m)
-        fn(ptr(q), ptr(qd), ptr(u), ptr(qp), ptr(x), ptr(J), ptr(H), ptr(xv), ptr(qdd), ptr(qn), ptr(pose), ptr(fs))
-        uu = p["u"]
-        rx, rJ, rH = (a[0] for a in model.decode_jh(q[None]))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            if springs:
-                worst["springs"] = max(worst["springs"], rel(fs, spring_force(model.terms(q[None], uu), qd[None])[0]))
-        worst["decoder"] = max(worst["decoder"], rel(x, rx), rel(J, rJ.ravel()), rel(H, rH.ravel()),
-                               rel(xv, model.decode(q[None])[0]))
-        worst["rhs"] = max(worst["rhs"], rel(qdd, model.acceleration(q[None], qd[None], uu)[0]))
-        worst["step"] = max(worst["step"], rel(qn, model.step(qp[None], q[None], uu)[0]))
-        if node is not None:
-            a, qn, qdn = np.zeros(m), np.zeros(m), np.zeros(m)
-            fn_node(ptr(q), ptr(qd), ptr(u), ptr(a), ptr(qn), ptr(qdn))
-            with np.errstate(invalid="ignore", over="ignore"):
-                ref_q, ref_qd = node.dynamics.step(q[None], qd[None], uu)
-                worst["node rhs"] = max(worst["node rhs"], rel(a, node.acceleration(q[None], qd[None], uu)[0]))
-            worst["node step"] = max(worst["node step"], rel(qn, ref_q[0]), rel(qdn, ref_qd[0]))
-        if lpca is not None:
-            worst = _check_local_pca(lpca, fn_lpca, rng, q, qd, rx, rJ @ qd, u, p["u"][0], worst, rel, ptr)
-        origin, rotation = poses_from_nc(artifact.layout, xv[None])
-        ref_pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
-        worst["poses"] = max(worst["poses"], rel(pose, ref_pose))
+def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_version: int = 2,
+               platform: Platform | None = None) -> dict[str, float]:
+    """Compile the sources with ``-DMC2FMU_SELFTEST`` for ``platform`` (default: this machine's)
+    and compare the C dynamics with the run-time model (decoder value/J/H, rhs, step map; with
+    springs also their part of the rhs alone; node and local-PCA models their own step) and the C
+    poses with :mod:`mc2fmu.mechanics.rotations` at points spread over the training envelope;
+    returns the largest relative difference of each.  This machine's platform is loaded
+    in-process; another runs as a program (``mc2fmu_selftest.c``) under its emulator."""
+    platform = platform or PLATFORMS[host_name()]
+    records = _selftest_records(artifact, points)
+    if platform.native:
+        lib_path = work / f"selftest-{platform.name}{platform.suffix}"
+        compile_library(sources / GLUE[fmi_version], lib_path, extra=["-DMC2FMU_SELFTEST"], platform=platform)
+        outputs = _run_selftest_library(artifact, lib_path, records)
+    else:
+        outputs = _run_selftest_program(artifact, sources, work, fmi_version, platform, records)
+    worst = _compare_selftest(artifact, records, outputs)
     for name, err in worst.items():
-        log.info("native %s: max |C - reference| = %.1e (relative)", name, err)
+        log.info("native %s (%s): max |C - reference| = %.1e (relative)", name, platform.name, err)
         if not err <= TOLERANCE:
-            raise ExportError(f"the generated C code's {name} differs from the reference by {err:.2e} (tolerance "
-                              f"{TOLERANCE:g}); this is a bug in the native backend, please report it with the model")
+            raise ExportError(f"the generated C code's {name} on {platform.name} differs from the reference by "
+                              f"{err:.2e} (tolerance {TOLERANCE:g}); this is a bug in the native backend, please "
+                              "report it with the model")
     return worst
 
 
-def _check_local_pca(lpca, fn, rng, q0, qd0, x0, xd0, u, u_ref, worst, rel, ptr) -> dict[str, float]:
-    """One point of the local-PCA self-check: the start from ``(q0, qd0)``, one step from the
-    projection of ``(x0, xd0)`` (their natural coordinates) into a random cluster (usually not
-    the nearest: the energy-preserving switch runs), and the chart's reading of the result, C
-    against :mod:`mc2fmu.models.local_linear`."""
+def _selftest_sizes(artifact) -> tuple[int, int, int, int]:
+    lpca = local_pca_model(artifact)
+    return artifact.dof, artifact.layout.size, len(artifact.layout.bodies), lpca.rom.r if lpca is not None else 0
+
+
+def _selftest_records(artifact, points: int) -> list[dict]:
+    """The self-check's calls: per point, the inputs of each C function (record kinds of
+    :data:`SELFTEST_OUTPUTS`) and what the run-time model gives for its outputs."""
     from ...models.charted import chart_velocity
     from ...models.local_linear import LocalState
 
-    rom, m, r = lpca.rom, lpca.dof, lpca.rom.r
-    ref0 = lpca.start(q0, qd0, u_ref)
-    i = int(rng.integers(rom.clusters))
-    q, qd = rom.project(i, x0), rom.bases[i].T @ xd0
-    s = LocalState(i, q, qd, rom.acceleration(i, q, qd, u_ref))
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        ref1 = rom.step(s, u_ref)
-        x1, xd1 = rom.decode(ref1.cluster, ref1.q), rom.bases[ref1.cluster] @ ref1.qd
-        q1 = lpca.chart.encode(x1[None])
-        qd1 = chart_velocity(lpca.chart, q1, xd1[None])
-    start, nxt, obs = np.zeros(1 + 3 * r), np.zeros(1 + 3 * r), np.zeros(2 * m)
-    fn(ptr(np.ascontiguousarray(q0)), ptr(np.ascontiguousarray(qd0)), ptr(u), ctypes.c_int(i),
-       ptr(np.ascontiguousarray(s.q)), ptr(np.ascontiguousarray(s.qd)), ptr(np.ascontiguousarray(s.qdd)),
-       ptr(start), ptr(nxt), ptr(obs))
+    n_u = artifact.n_u
+    model, node, lpca = manifold_model(artifact), node_model(artifact), local_pca_model(artifact)
+    springs = len(model.springs) > 0
+    rng = np.random.default_rng(3)
+    records = []
+    for p in sample_points(artifact.envelope, model, points, seed=7):
+        q, qd, qp = (np.ascontiguousarray(p[k][0], dtype=np.float64) for k in ("q", "qd", "q_prev"))
+        u = np.ascontiguousarray(p["u"][0] if n_u else np.zeros(1), dtype=np.float64)
+        uu = p["u"]
+        rx, rJ, rH = (a[0] for a in model.decode_jh(q[None]))
+        xv = model.decode(q[None])[0]
+        ref = {"x": rx, "J": rJ.ravel(), "H": rH.ravel(), "x_value": xv,
+               "qdd": model.acceleration(q[None], qd[None], uu)[0], "q_next": model.step(qp[None], q[None], uu)[0]}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if springs:  # J^T f_spring(x, J qd) alone: a small spring force is checked on its own scale
+                ref["spring"] = spring_force(model.terms(q[None], uu), qd[None])[0]
+        records.append({"kind": 0, "inputs": [q, qd, u, qp], "ref": ref})
+        if node is not None:
+            with np.errstate(invalid="ignore", over="ignore"):
+                ref_q, ref_qd = node.dynamics.step(q[None], qd[None], uu)
+                acc = node.acceleration(q[None], qd[None], uu)[0]
+            records.append({"kind": 1, "inputs": [q, qd, u], "ref": {"qdd": acc, "q_next": ref_q[0],
+                                                                     "qd_next": ref_qd[0]}})
+        if lpca is not None:
+            # the start from (q, qd), one step from the projection of (x, xd) (their natural
+            # coordinates) into a random cluster (usually not the nearest: the energy-preserving
+            # switch runs), and the chart's reading of the result, against models.local_linear
+            rom = lpca.rom
+            ref0 = lpca.start(q, qd, uu[0])
+            i = int(rng.integers(rom.clusters))
+            xd0 = rJ @ qd
+            lq, lqd = rom.project(i, rx), rom.bases[i].T @ xd0
+            s = LocalState(i, lq, lqd, rom.acceleration(i, lq, lqd, uu[0]))
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                ref1 = rom.step(s, uu[0])
+                x1, xd1 = rom.decode(ref1.cluster, ref1.q), rom.bases[ref1.cluster] @ ref1.qd
+                q1 = lpca.chart.encode(x1[None])
+                qd1 = chart_velocity(lpca.chart, q1, xd1[None])
+            packed = np.concatenate([[float(ref1.cluster)], ref1.q, ref1.qd, ref1.qdd])
+            records.append({"kind": 2, "inputs": [q, qd, u, np.array([float(i)]), *(np.ascontiguousarray(a, dtype=np.float64)
+                                                                                     for a in (s.q, s.qd, s.qdd))],
+                            "ref": {"start": ref0, "next": packed, "observed": np.concatenate([q1[0], qd1[0]])}})
+    return records
 
-    def packed(st):
-        return np.concatenate([[float(st.cluster)], st.q, st.qd, st.qdd])
 
-    worst["local-pca start"] = max(worst["local-pca start"], rel(start, ref0))
-    worst["local-pca step"] = max(worst["local-pca step"], rel(nxt, packed(ref1)))
-    worst["local-pca outputs"] = max(worst["local-pca outputs"], rel(obs, np.concatenate([q1[0], qd1[0]])))
+def _empty_outputs(artifact, kind: int) -> dict[str, np.ndarray]:
+    sizes = _selftest_sizes(artifact)
+    return {name: np.zeros(size(*sizes)) for name, size in SELFTEST_OUTPUTS[kind][1]}
+
+
+def _run_selftest_library(artifact, lib_path: Path, records: list[dict]) -> list[dict[str, np.ndarray]]:
+    """Each record's outputs from the self-check library loaded in this process."""
+    lib = ctypes.CDLL(str(lib_path))
+
+    def ptr(a):
+        return np.ascontiguousarray(a, dtype=np.float64).ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+
+    results = []
+    for rec in records:
+        fn = getattr(lib, SELFTEST_OUTPUTS[rec["kind"]][0])
+        out = _empty_outputs(artifact, rec["kind"])
+        args = list(rec["inputs"])
+        if rec["kind"] == 2:
+            args[3] = ctypes.c_int(int(args[3][0]))
+        arrays = [a if isinstance(a, ctypes.c_int) else np.ascontiguousarray(a, dtype=np.float64) for a in args]
+        fn.restype = ctypes.c_int if rec["kind"] == 0 else None
+        fn(*(a if isinstance(a, ctypes.c_int) else ptr(a) for a in arrays), *(ptr(v) for v in out.values()))
+        results.append(out)
+    return results
+
+
+def _run_selftest_program(artifact, sources: Path, work: Path, fmi_version: int, platform: Platform,
+                          records: list[dict]) -> list[dict[str, np.ndarray]]:
+    """Each record's outputs from ``mc2fmu_selftest.c`` built for ``platform`` and run under its
+    emulator."""
+    runner = emulator_of(platform)
+    if runner is None:
+        raise ExportError(f"{platform.name}: checking its binary needs {platform.emulator[0]}, which is not installed; "
+                          f"install it (`apt-get install {platform.emulator_package}`) or leave {platform.name} out "
+                          "of --platforms")
+    main = work / "mc2fmu_selftest.c"
+    shutil.copyfile(template_path("native/mc2fmu_selftest.c"), main)
+    exe = work / f"selftest-{platform.name}{'.exe' if platform.os == 'windows' else ''}"
+    compile_library(main, exe, extra=["-DMC2FMU_SELFTEST", f'-DMC2FMU_GLUE="{GLUE[fmi_version]}"', "-I", str(sources)],
+                    platform=platform, program=True)
+    blob = bytearray()
+    for rec in records:
+        blob += struct.pack("<i", rec["kind"])
+        blob += np.concatenate([np.ravel(a) for a in rec["inputs"]]).astype("<f8").tobytes()
+    f_in, f_out = work / f"selftest-{platform.name}.in", work / f"selftest-{platform.name}.out"
+    f_in.write_bytes(bytes(blob))
+    cmd = [*runner, str(exe), str(f_in), str(f_out)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=emulator_env(platform), timeout=600)
+    except subprocess.TimeoutExpired:
+        raise ExportError(f"{platform.name}: the self-check program did not finish in 600 s under "
+                          f"{runner[0]}") from None
+    if proc.returncode != 0 or not f_out.exists():
+        raise ExportError(f"{platform.name}: the self-check program failed under {runner[0]} (exit "
+                          f"{proc.returncode}): {proc.stderr.strip()[-800:]}\ncommand: {' '.join(cmd)}")
+    data, pos, results = np.frombuffer(f_out.read_bytes(), dtype="<f8"), 0, []
+    for rec in records:
+        out = _empty_outputs(artifact, rec["kind"])
+        for name, v in out.items():
+            v[:] = data[pos:pos + v.size]
+            pos += v.size
+        pos += rec["kind"] == 0  # mc2fmu_selftest's return value
+        results.append(out)
+    if pos != data.size:
+        raise ExportError(f"{platform.name}: the self-check program wrote {data.size} values where {pos} were expected")
+    return results
+
+
+def _rel(got, ref) -> float:
+    """max |got - ref| relative to max(1, max |ref|); the same non-finite value on both sides
+    (e.g. a barely trained model whose M_m is not positive definite at a point) is agreement,
+    any other non-finite difference is not."""
+    got, ref = np.asarray(got, dtype=float), np.asarray(ref, dtype=float)
+    same = (np.isnan(got) & np.isnan(ref)) | (np.isinf(ref) & (got == ref))
+    if not got.size:
+        return 0.0
+    scale = max(1.0, float(np.max(np.abs(np.where(same, 0.0, ref)))))
+    return float(np.max(np.where(same, 0.0, np.abs(got - ref)))) / scale
+
+
+def _compare_selftest(artifact, records: list[dict], outputs: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """The largest relative difference of each checked quantity over the records; the poses
+    against :mod:`mc2fmu.mechanics.rotations` applied to the C code's own decoded coordinates,
+    so a decoder difference is not counted twice."""
+    worst: dict[str, float] = {"decoder": 0.0, "rhs": 0.0, "step": 0.0, "poses": 0.0}
+    names = {0: {"x": "decoder", "J": "decoder", "H": "decoder", "x_value": "decoder", "qdd": "rhs",
+                 "q_next": "step", "spring": "springs"},
+             1: {"qdd": "node rhs", "q_next": "node step", "qd_next": "node step"},
+             2: {"start": "local-pca start", "next": "local-pca step", "observed": "local-pca outputs"}}
+    for rec, out in zip(records, outputs, strict=True):
+        for key, ref in rec["ref"].items():
+            label = names[rec["kind"]][key]
+            with np.errstate(invalid="ignore"):
+                worst[label] = max(worst.get(label, 0.0), _rel(out[key], ref))
+        if rec["kind"] == 0:
+            origin, rotation = poses_from_nc(artifact.layout, out["x_value"][None])
+            ref_pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
+            worst["poses"] = max(worst["poses"], _rel(out["pose"], ref_pose))
     return worst
+
+
+#: what a binary may load: the C library and libm on Linux, DLLs of every Windows on Windows
+SYSTEM_LIBRARIES = {"linux": {"libc.so.6", "libm.so.6"}, "windows": {"kernel32.dll", "msvcrt.dll"}}
+
+
+def check_binary(binary: Path, platform: Platform, fmi_version: int):
+    """Read what ``binary`` links against (:func:`~mc2fmu.fmu.platforms.inspect_binary`) and
+    refuse one for another machine, without the FMI functions, or loading more than
+    :data:`SYSTEM_LIBRARIES` (e.g. from flags added with $MC2FMU_CFLAGS)."""
+    info = inspect_binary(binary.read_bytes(), str(binary))
+    problems = []
+    if info.machine != platform.machine:
+        problems.append(f"it is built for {info.machine}, not {platform.machine}")
+    if f"fmi{fmi_version}GetVersion" not in info.exports:
+        problems.append(f"it does not export fmi{fmi_version}GetVersion")
+    extra = [n for n in info.needed if n.lower() not in SYSTEM_LIBRARIES[platform.os]]
+    if extra:
+        problems.append(f"it loads {', '.join(extra)}, which a {platform.os} machine may not have (allowed: "
+                        f"{', '.join(sorted(SYSTEM_LIBRARIES[platform.os]))}); check $MC2FMU_CFLAGS")
+    if problems:
+        raise ExportError([f"{platform.name} binary {binary.name}: {p}" for p in problems])
+    return info
 
 
 def build_description(ident: str, source: str) -> bytes:
@@ -586,8 +700,9 @@ def build_description(ident: str, source: str) -> bytes:
 
 
 def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
-                  interface: str = "cs") -> dict[str, Any]:
-    """The ``native`` entry of :data:`mc2fmu.fmu.export.BACKENDS`."""
+                  interface: str = "cs", platforms: str | None = None) -> dict[str, Any]:
+    """The ``native`` entry of :data:`mc2fmu.fmu.export.BACKENDS`; ``platforms``: see
+    :func:`mc2fmu.fmu.platforms.resolve` (default: every platform with a toolchain here)."""
     me, cs = interface in ("me", "both"), interface in ("cs", "both")
     manifold_model(artifact)
     variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3)
@@ -596,10 +711,20 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     sources = work / "sources"
     files = write_sources(artifact, variables, sources, fmi_version=fmi_version, token=token, ident=ident,
                           interface=interface)
-    folder, suffix = platform_folder(fmi_version)
-    binary = work / f"{ident}{suffix}"
-    warnings = compile_library(sources / files[0], binary)
-    checks = self_check(artifact, sources, work, fmi_version=fmi_version)
+    platforms = resolve(platforms)
+
+    def build(p: Platform) -> dict[str, Any]:
+        binary = work / p.name / f"{ident}{p.suffix}"
+        binary.parent.mkdir()
+        warnings = compile_library(sources / files[0], binary, platform=p)
+        info = check_binary(binary, p, fmi_version)
+        checks = self_check(artifact, sources, binary.parent, fmi_version=fmi_version, platform=p)
+        return {"folder": p.folder(fmi_version), "binary": binary, "compiler": compiler(p), "warnings": warnings,
+                "max_difference": checks, "needed": info.needed, "glibc": info.glibc, "bytes": binary.stat().st_size}
+
+    # one thread per platform: the compilers and emulators are processes of their own
+    with ThreadPoolExecutor(max_workers=max(1, min(len(platforms), os.cpu_count() or 1))) as pool:
+        built = dict(zip([p.name for p in platforms], pool.map(build, platforms), strict=True))
     common = dict(
         model_name=artifact.mechanism.name, model_identifier=ident, description=artifact.description,
         generation_tool=f"mc2fmu {__version__} (native backend)", stop_time=artifact.stop_time,
@@ -609,13 +734,19 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         xml = model_description_fmi2(variables, guid=token, source_files=files[:1], **common)
     else:
         xml = model_description_fmi3(variables, instantiation_token=token, **common)
-    members = {"modelDescription.xml": xml, f"binaries/{folder}/{ident}{suffix}": binary.read_bytes()}
+    members = {"modelDescription.xml": xml}
+    for name, b in built.items():
+        members[f"binaries/{b['folder']}/{ident}{PLATFORMS[name].suffix}"] = b["binary"].read_bytes()
     for name in files:
         members[f"sources/{name}"] = (sources / name).read_bytes()
     if fmi_version == 3:
         members["sources/buildDescription.xml"] = build_description(ident, files[0])
     members.update(artifact_members(model_dir))
     write_zip(out, members, executable=("binaries/",))
-    return {"native_max_difference": checks, "model_identifier": ident, "instantiation_token": token,
-            "compiler": compiler(), "cflags": cflags(), "compiler_warnings": warnings, "variables": len(variables),
+    host = built[platforms[0].name]
+    return {"native_max_difference": host["max_difference"], "model_identifier": ident, "instantiation_token": token,
+            "compiler": host["compiler"], "cflags": cflags(),
+            "compiler_warnings": [w for b in built.values() for w in b["warnings"]], "variables": len(variables),
+            "platforms": {name: {k: v for k, v in b.items() if k not in ("binary", "warnings")}
+                          for name, b in built.items()},
             "sources": [f"sources/{n}" for n in files]}

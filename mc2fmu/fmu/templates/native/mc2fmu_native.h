@@ -39,6 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GLIBC__) && defined(__x86_64__)
+/* memcpy is the one symbol an x86-64 Linux build takes from above glibc 2.2.5 (memcpy@GLIBC_2.14,
+   2011); binding the original lets the library load on every x86-64 glibc (docs/fmus.md) */
+__asm__(".symver memcpy, memcpy@GLIBC_2.2.5");
+#endif
+
 enum { MC2FMU_ROLE_INPUT, MC2FMU_ROLE_POSE, MC2FMU_ROLE_Q, MC2FMU_ROLE_QD, MC2FMU_ROLE_ENVELOPE,
        MC2FMU_ROLE_Q_START, MC2FMU_ROLE_QD_START, MC2FMU_ROLE_DER_Q, MC2FMU_ROLE_DER_QD, MC2FMU_ROLE_TIME };
 
