@@ -19,7 +19,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # The suite's native exports build this machine's binary only: the other platforms' compilers
 # and emulated self-checks would take several seconds of each of its many exports.
 # test_platforms.py builds every platform's binaries, and checks the default without this.
-os.environ.setdefault("MC2FMU_PLATFORMS", "x86_64-linux")
+from mc2fmu.fmu.platforms import host_name  # noqa: E402
+
+os.environ.setdefault("MC2FMU_PLATFORMS", host_name())
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -145,18 +145,23 @@ def test_the_default_export_carries_the_three_binaries_and_lists_them(trained, t
     assert "binaries: x86_64-linux (glibc >= 2.2.5), x86_64-windows, aarch64-linux (glibc >= 2.17)" in val.stdout
 
 
-def test_node_and_local_pca_models_pass_the_self_check_on_every_platform(trained, tmp_path):
-    """The emulated self-check covers the neural ODE's and the local-PCA ROM's own C code too
-    (their records of mc2fmu_selftest.c), not only the decoder-manifold dynamics."""
+def test_every_model_kind_passes_the_self_check_on_every_platform_within_the_glibc_floors(trained, reference_run,
+                                                                                          tmp_path):
+    """The emulated self-check covers the neural ODE's and the local-PCA ROM's own C code
+    (their records of mc2fmu_selftest.c), and a sigmoid decoder whose exp the build binds to
+    the old glibc symbol: every platform's binary of each stays within the stated floors."""
     from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.fmu.platforms import GLIBC_FLOOR
     from mc2fmu.pipeline import train
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
     from mc2fmu.reducers.local_pca.config import LocalPcaConfig
     from mc2fmu.reducers.node.config import NodeReducerConfig
 
     chart, mech, run = trained("four_bar")
     configs = {"node": NodeReducerConfig(dof=1, from_model=str(chart), node_hidden=(8,), node_epochs=2),
-               "local-pca": LocalPcaConfig(dof=1, from_model=str(chart))}
-    own = {"node": "node step", "local-pca": "local-pca step"}
+               "local-pca": LocalPcaConfig(dof=1, from_model=str(chart)),
+               "autoencoder": TrainConfig(dof=1, activation="sigmoid", samples=64, adam_epochs=2, lbfgs_iters=2)}
+    own = {"node": "node step", "local-pca": "local-pca step", "autoencoder": "decoder"}
     for reducer, cfg in configs.items():
         out = tmp_path / reducer
         train(mech, [run], cfg, out, reducer=reducer)
@@ -164,6 +169,8 @@ def test_node_and_local_pca_models_pass_the_self_check_on_every_platform(trained
         for p in PLATFORMS:
             checked = summary["platforms"][p]["max_difference"]
             assert own[reducer] in checked and max(checked.values()) <= 1e-12, (reducer, p, checked)
+            assert summary["platforms"][p]["glibc"] == GLIBC_FLOOR.get(p), (reducer, p)
+        assert summary["compiler_warnings"] == []
 
 
 def test_platform_choices_and_missing_toolchains_are_clear_errors(trained, tmp_path, monkeypatch):
@@ -178,6 +185,10 @@ def test_platform_choices_and_missing_toolchains_are_clear_errors(trained, tmp_p
     with pytest.raises(ExportError, match="'mac64' is not a platform; choose from x86_64-linux"):
         resolve("linux64,mac64")
     assert [p.name for p in resolve("win64,linux64")] == ["x86_64-linux", "x86_64-windows"]
+    assert [p.name for p in resolve("aarch64-linux")] == ["x86_64-linux", "aarch64-linux"]  # this machine's always
+    monkeypatch.setenv(ENV, "linux64,mac64")
+    with pytest.raises(ExportError, match=r"\$MC2FMU_PLATFORMS linux64,mac64: 'mac64' is not a platform"):
+        resolve(None)
     assert PLATFORMS["aarch64-linux"].folder(2) == "aarch64-linux" and PLATFORMS["x86_64-windows"].folder(3) == \
         "x86_64-windows"
     with pytest.raises(ExportError, match="only the native backend"):
@@ -192,11 +203,27 @@ def test_platform_choices_and_missing_toolchains_are_clear_errors(trained, tmp_p
     assert "apt-get install gcc-mingw-w64-x86-64" in str(err.value) and "apt-get install qemu-user" in str(err.value)
     assert not fmu.exists()
     monkeypatch.delenv(ENV, raising=False)
-    assert [p.name for p in resolve(None)] == ["x86_64-linux"]
+    assert [p.name for p in resolve(None)] == ["x86_64-linux"]  # auto: what is installed, this machine's always
 
 
-def test_a_library_that_is_not_one_is_refused_cleanly(tmp_path):
-    for data in (b"", b"\x7fELF" + bytes(60), b"MZ" + bytes(100), os.urandom(4096)):
+def test_a_library_that_is_not_one_is_refused_cleanly(every_platform, tmp_path):
+    """Empty, random, truncated and forged files (offsets beyond the file, a zero entry size)
+    are refused with the file named, quickly, never an exception of another kind."""
+    import struct
+
+    fmu, _ = every_platform("four_bar", 2)
+    real = {p: library(fmu, tmp_path, p, 2).read_bytes() for p in PLATFORMS}
+    bad = [b"", b"\x7fELF" + bytes(60), b"MZ" + bytes(100), os.urandom(4096)]
+    for p, data in real.items():
+        bad += [data[:n] for n in (64, 200, len(data) // 2)]
+        if data[:4] == b"\x7fELF":
+            forged = bytearray(data)
+            struct.pack_into("<Q", forged, 0x28, 2**63 + 5)  # section headers beyond any file
+            bad.append(bytes(forged))
+            forged = bytearray(data)
+            struct.pack_into("<H", forged, 0x3A, 0)  # a zero section-header size
+            bad.append(bytes(forged))
+    for data in bad:
         with pytest.raises(ExportError, match="lib.so"):
             inspect_binary(data, "lib.so")
 

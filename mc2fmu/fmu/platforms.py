@@ -18,6 +18,7 @@ glibc symbol version of an ELF file) without any tool.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform as _platform
 import shutil
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ExportError
+
+log = logging.getLogger(__name__)
 
 #: the setting read when ``--platforms`` is not given (e.g. ``MC2FMU_PLATFORMS=x86_64-linux``
 #: for quick exports during development); unset or ``auto``: every platform with a toolchain
@@ -58,14 +61,22 @@ class Platform:
         return self.name == host_name()
 
 
+#: position-independent code; no stack protector or fortified calls (toolchains that enable them
+#: by default would add symbols from a newer glibc, or from the dynamic loader)
+LINUX_FLAGS = ("-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=0")
+#: the highest glibc symbol version a Linux binary may need (mc2fmu_native.h binds the rest)
+GLIBC_FLOOR = {"x86_64-linux": "2.2.5", "aarch64-linux": "2.17"}
+#: the platform whose programs the emulators of :data:`PLATFORMS` run on (wine64, qemu-aarch64)
+EMULATING_HOST = "x86_64-linux"
+
 PLATFORMS: dict[str, Platform] = {
     p.name: p for p in (
         # -fPIC for the shared object; the library needs libc and libm only
-        Platform("x86_64-linux", "linux64", ".so", "x86_64-linux-gnu-gcc", "gcc-x86-64-linux-gnu", ("-fPIC",)),
+        Platform("x86_64-linux", "linux64", ".so", "x86_64-linux-gnu-gcc", "gcc-x86-64-linux-gnu", LINUX_FLAGS),
         # libgcc linked in: the DLL imports KERNEL32.dll and msvcrt.dll only, both part of Windows
         Platform("x86_64-windows", "win64", ".dll", "x86_64-w64-mingw32-gcc", "gcc-mingw-w64-x86-64",
-                 ("-static-libgcc",), ("wine64",), "wine64", os="windows"),
-        Platform("aarch64-linux", "aarch64-linux", ".so", "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", ("-fPIC",),
+                 ("-static-libgcc", "-fno-stack-protector"), ("wine64",), "wine64", os="windows"),
+        Platform("aarch64-linux", "aarch64-linux", ".so", "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", LINUX_FLAGS,
                  ("qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"), "qemu-user", machine="aarch64"),
     )
 }
@@ -93,7 +104,7 @@ def emulator_of(p: Platform) -> list[str] | None:
     None when the emulator is not installed."""
     if p.native:
         return []
-    if not p.emulator:
+    if not p.emulator or host_name() != EMULATING_HOST:
         return None
     path = shutil.which(p.emulator[0])
     if path is None and p.emulator[0] == "wine64":  # Debian's wine64 puts the loader outside PATH
@@ -128,8 +139,9 @@ def platform_problems(spec: str) -> list[str]:
     return []
 
 
-def _names(spec: str) -> list[str]:
-    """The platform names of ``spec`` (``auto``: those with a compiler, this machine's always)."""
+def _names(spec: str, source: str = "--platforms") -> list[str]:
+    """The platform names of ``spec`` (``auto``: those with a compiler and an emulator, this
+    machine's always); ``source``: where ``spec`` came from, for the message."""
     spec = spec.strip()
     host = host_name()
     aliases = {p.fmi2: p.name for p in PLATFORMS.values()}
@@ -149,7 +161,7 @@ def _names(spec: str) -> list[str]:
             chosen.append(name)
     if unknown or not chosen:
         what = f"{', '.join(map(repr, unknown))} {'is not a platform' if len(unknown) == 1 else 'are not platforms'}"
-        raise ExportError(f"--platforms {spec}: {what if unknown else 'no platform named'}; "
+        raise ExportError(f"{source} {spec}: {what if unknown else 'no platform named'}; "
                           f"choose from {', '.join(PLATFORMS)} (or auto, all; FMI 2 folder names work too)")
     return chosen
 
@@ -158,15 +170,25 @@ def resolve(spec: str | None) -> list[Platform]:
     """``--platforms`` (a comma-separated list of platform tuples or FMI 2 folder names, ``auto``
     or ``all``) -> platforms, this machine's first.  ``None`` reads :data:`ENV`, then ``auto``.
 
-    ``auto``: every platform whose compiler is installed (this machine's always: without a C
-    compiler nothing can be built, which is an error).  ``all`` and named platforms must have
-    their compiler; a missing one is an error that names the Debian package to install."""
+    This machine's platform is always built: ``validate`` and ``convert`` run the FMU here, and
+    without a C compiler nothing can be built, which is an error.  ``auto``: every other
+    platform whose compiler and emulator are installed (one that lacks either is left out, with
+    a log line saying which package would add it).  ``all`` and named platforms must have both;
+    a missing one is an error that names the Debian package to install."""
+    source = "--platforms" if spec is not None else f"${ENV}"
     spec = spec if spec is not None else os.environ.get(ENV) or "auto"
     host = host_name()
     if host not in PLATFORMS:
         raise ExportError(f"the native backend builds on {', '.join(PLATFORMS)} machines, and this is {host}; "
-                          "use --backend python")
-    chosen = _names(spec)
+                          "use --backend python, or compile the sources of a native FMU exported elsewhere")
+    chosen = _names(spec, source)
+    if spec.strip() == "auto":
+        for p in PLATFORMS.values():
+            if p.name not in chosen and compiler_of(p) is not None:
+                log.info("--platforms auto: %s left out: %s is not installed (apt-get install %s)", p.name,
+                         p.emulator[0] if p.emulator else "an emulator", p.emulator_package or "-")
+    if host not in chosen:
+        chosen.insert(0, host)
     chosen.sort(key=lambda n: (n != host, ORDER.index(n)))
     problems = []
     for name in chosen:
@@ -181,9 +203,13 @@ def resolve(spec: str | None) -> list[Platform]:
                 problems.append(f"{name}: its compiler {p.compiler} is not installed; install it "
                                 f"(`apt-get install {p.package}`) or leave {name} out of --platforms")
         elif emulator_of(p) is None:
-            problems.append(f"{name}: the export runs its binary under {p.emulator[0]} to check it, and "
-                            f"{p.emulator[0]} is not installed; install it (`apt-get install {p.emulator_package}`) "
-                            f"or leave {name} out of --platforms")
+            if not p.emulator or host != EMULATING_HOST:
+                problems.append(f"{name}: the export checks each binary by running it, and this {host} machine "
+                                f"has no emulator for {name}; leave it out of --platforms")
+            else:
+                problems.append(f"{name}: the export runs its binary under {p.emulator[0]} to check it, and "
+                                f"{p.emulator[0]} is not installed; install it (`apt-get install "
+                                f"{p.emulator_package}`) or leave {name} out of --platforms")
     if problems:
         raise ExportError(problems)
     return [PLATFORMS[n] for n in chosen]
@@ -221,7 +247,7 @@ def inspect_binary(data: bytes, where: str = "binary") -> BinaryInfo:
             return _inspect_elf(data)
         if data[:2] == b"MZ":
             return _inspect_pe(data)
-    except (struct.error, IndexError, ValueError) as exc:
+    except (struct.error, IndexError, ValueError, OverflowError) as exc:
         raise ExportError(f"{where}: not a well-formed ELF or PE library ({exc})") from None
     raise ExportError(f"{where}: not an ELF or PE library")
 
@@ -237,7 +263,11 @@ def _inspect_elf(d: bytes) -> BinaryInfo:
     machine = {0x3E: "x86_64", 0xB7: "aarch64"}.get(struct.unpack_from("<H", d, 18)[0], "other")
     shoff, = struct.unpack_from("<Q", d, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", d, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * shentsize) for i in range(shnum)]
+    if shentsize != 64 or shoff + 64 * shnum > len(d):
+        raise ValueError("the section headers are not where the header says")
+    sections = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * 64) for i in range(shnum)]
+    if any(off + size > len(d) for _n, kind, _f, _a, off, size, *_ in sections if kind != 8):  # 8: SHT_NOBITS
+        raise ValueError("a section lies beyond the end of the file")
     SHT_DYNAMIC, SHT_DYNSYM, SHT_VERNEED = 6, 11, 0x6FFFFFFE
     needed, versions, exports = [], [], []
     for _name, kind, _flags, _addr, off, size, link, info, _align, entsize in sections:
@@ -251,10 +281,10 @@ def _inspect_elf(d: bytes) -> BinaryInfo:
                     break
         elif kind == SHT_VERNEED:
             pos = off
-            for _ in range(min(info, 4096)):  # sh_info: the number of Elf64_Verneed entries
+            for _ in range(min(info, size // 16)):  # sh_info: the number of Elf64_Verneed entries
                 _ver, cnt, _file, aux, nxt = struct.unpack_from("<HHIII", d, pos)
                 apos = pos + aux
-                for _ in range(min(cnt, 4096)):
+                for _ in range(min(cnt, size // 16)):
                     _hash, _fl, _other, name, anext = struct.unpack_from("<IHHII", d, apos)
                     versions.append(_cstr(d, strtab + name))
                     apos += anext
@@ -262,8 +292,10 @@ def _inspect_elf(d: bytes) -> BinaryInfo:
                     break
                 pos += nxt
         elif kind == SHT_DYNSYM:
-            for k in range(1, size // (entsize or 24)):
-                name, info_b, _other, shndx = struct.unpack_from("<IBBH", d, off + k * (entsize or 24))
+            if entsize != 24:
+                raise ValueError("a symbol table whose entries are not 24 bytes")
+            for k in range(1, size // 24):
+                name, info_b, _other, shndx = struct.unpack_from("<IBBH", d, off + k * 24)
                 if shndx and (info_b & 0xF) == 2:  # a defined function
                     sym = _cstr(d, strtab + name)
                     if sym.startswith("fmi"):
@@ -285,6 +317,8 @@ def _inspect_pe(d: bytes) -> BinaryInfo:
     ndirs, = struct.unpack_from("<I", d, opt + 108)
     dirs = [struct.unpack_from("<II", d, opt + 112 + 8 * i) for i in range(min(ndirs, 16))]
     secs = [struct.unpack_from("<8sIIII", d, opt + optsize + 40 * i) for i in range(nsec)]
+    if any(rawptr + rawsize > len(d) for _n, _v, _a, rawsize, rawptr in secs):
+        raise ValueError("a section lies beyond the end of the file")
 
     def at(rva: int) -> int:
         for _n, vsize, vaddr, rawsize, rawptr in secs:
@@ -330,7 +364,7 @@ def fmu_binaries(fmu: str | os.PathLike) -> list[dict]:
             try:
                 info = inspect_binary(z.read(name), name)
             except ExportError as exc:
-                entry["problem"] = str(exc)
+                entry["problem"] = str(exc) if p is not None else None  # another tool's folder: listed, not judged
             else:
                 entry |= {"needed": info.needed, "glibc": info.glibc}
                 if p is not None and info.machine != p.machine:

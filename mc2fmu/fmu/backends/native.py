@@ -65,7 +65,8 @@ from ...models.manifold import ManifoldModel, spring_force
 from ...models.spring_laws import HIDDEN as LAW_HIDDEN
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
-from ..platforms import PLATFORMS, Platform, compiler_of, emulator_env, emulator_of, host_name, inspect_binary, resolve
+from ..platforms import (GLIBC_FLOOR, PLATFORMS, Platform, compiler_of, emulator_env, emulator_of, host_name,
+                         inspect_binary, resolve)
 
 log = logging.getLogger(__name__)
 
@@ -450,8 +451,7 @@ def compile_library(source: Path, out: Path, *, extra: list[str] | None = None, 
     """Compile one translation unit into a shared library (or, ``program``, an executable) for
     ``platform`` (default: this machine's); returns the compiler's warnings."""
     platform = platform or PLATFORMS[host_name()]
-    flags = [f for f in cflags() if not (program and f == "-fPIC")]
-    cmd = [compiler(platform), *flags, *([] if program else ["-shared"]), *platform.flags, "-I", str(source.parent),
+    cmd = [compiler(platform), *cflags(), *([] if program else ["-shared"]), *platform.flags, "-I", str(source.parent),
            "-I", str(fmi_headers()), *(extra or []), str(source), "-o", str(out), "-lm"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -481,15 +481,17 @@ SELFTEST_OUTPUTS = {
 
 
 def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_version: int = 2,
-               platform: Platform | None = None) -> dict[str, float]:
+               platform: Platform | None = None, records: list[dict] | None = None) -> dict[str, float]:
     """Compile the sources with ``-DMC2FMU_SELFTEST`` for ``platform`` (default: this machine's)
     and compare the C dynamics with the run-time model (decoder value/J/H, rhs, step map; with
     springs also their part of the rhs alone; node and local-PCA models their own step) and the C
     poses with :mod:`mc2fmu.mechanics.rotations` at points spread over the training envelope;
     returns the largest relative difference of each.  This machine's platform is loaded
-    in-process; another runs as a program (``mc2fmu_selftest.c``) under its emulator."""
+    in-process; another runs as a program (``mc2fmu_selftest.c``: the FMU's translation unit
+    built by that platform's compiler) under its emulator.  ``records``: the points'
+    inputs and references (:func:`_selftest_records`), when already made."""
     platform = platform or PLATFORMS[host_name()]
-    records = _selftest_records(artifact, points)
+    records = records if records is not None else _selftest_records(artifact, points)
     if platform.native:
         lib_path = work / f"selftest-{platform.name}{platform.suffix}"
         compile_library(sources / GLUE[fmi_version], lib_path, extra=["-DMC2FMU_SELFTEST"], platform=platform)
@@ -617,16 +619,21 @@ def _run_selftest_program(artifact, sources: Path, work: Path, fmi_version: int,
     if proc.returncode != 0 or not f_out.exists():
         raise ExportError(f"{platform.name}: the self-check program failed under {runner[0]} (exit "
                           f"{proc.returncode}): {proc.stderr.strip()[-800:]}\ncommand: {' '.join(cmd)}")
-    data, pos, results = np.frombuffer(f_out.read_bytes(), dtype="<f8"), 0, []
-    for rec in records:
+    sizes = [sum(v.size for v in _empty_outputs(artifact, rec["kind"]).values()) + (rec["kind"] == 0)
+             for rec in records]
+    raw = f_out.read_bytes()
+    if len(raw) != 8 * sum(sizes):
+        raise ExportError(f"{platform.name}: the self-check program wrote {len(raw)} bytes where {8 * sum(sizes)} "
+                          "were expected")
+    data, pos, results = np.frombuffer(raw, dtype="<f8"), 0, []
+    for rec, size in zip(records, sizes, strict=True):
         out = _empty_outputs(artifact, rec["kind"])
-        for name, v in out.items():
+        start = pos
+        for v in out.values():
             v[:] = data[pos:pos + v.size]
             pos += v.size
-        pos += rec["kind"] == 0  # mc2fmu_selftest's return value
+        pos = start + size  # mc2fmu_selftest's return value follows its outputs
         results.append(out)
-    if pos != data.size:
-        raise ExportError(f"{platform.name}: the self-check program wrote {data.size} values where {pos} were expected")
     return results
 
 
@@ -667,6 +674,10 @@ def _compare_selftest(artifact, records: list[dict], outputs: list[dict[str, np.
 SYSTEM_LIBRARIES = {"linux": {"libc.so.6", "libm.so.6"}, "windows": {"kernel32.dll", "msvcrt.dll"}}
 
 
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split(".") if x.isdigit())
+
+
 def check_binary(binary: Path, platform: Platform, fmi_version: int):
     """Read what ``binary`` links against (:func:`~mc2fmu.fmu.platforms.inspect_binary`) and
     refuse one for another machine, without the FMI functions, or loading more than
@@ -677,6 +688,10 @@ def check_binary(binary: Path, platform: Platform, fmi_version: int):
         problems.append(f"it is built for {info.machine}, not {platform.machine}")
     if f"fmi{fmi_version}GetVersion" not in info.exports:
         problems.append(f"it does not export fmi{fmi_version}GetVersion")
+    floor = GLIBC_FLOOR.get(platform.name)
+    if info.glibc and floor and _version(info.glibc) > _version(floor):
+        problems.append(f"it needs glibc {info.glibc}, above the {floor} it is meant to load on (a libc symbol "
+                        "the build took from a newer glibc; bind its old version in mc2fmu_native.h)")
     extra = [n for n in info.needed if n.lower() not in SYSTEM_LIBRARIES[platform.os]]
     if extra:
         problems.append(f"it loads {', '.join(extra)}, which a {platform.os} machine may not have (allowed: "
@@ -712,13 +727,14 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     files = write_sources(artifact, variables, sources, fmi_version=fmi_version, token=token, ident=ident,
                           interface=interface)
     platforms = resolve(platforms)
+    records = _selftest_records(artifact, 16)  # the same points and references for every platform
 
     def build(p: Platform) -> dict[str, Any]:
         binary = work / p.name / f"{ident}{p.suffix}"
         binary.parent.mkdir()
         warnings = compile_library(sources / files[0], binary, platform=p)
         info = check_binary(binary, p, fmi_version)
-        checks = self_check(artifact, sources, binary.parent, fmi_version=fmi_version, platform=p)
+        checks = self_check(artifact, sources, binary.parent, fmi_version=fmi_version, platform=p, records=records)
         return {"folder": p.folder(fmi_version), "binary": binary, "compiler": compiler(p), "warnings": warnings,
                 "max_difference": checks, "needed": info.needed, "glibc": info.glibc, "bytes": binary.stat().st_size}
 

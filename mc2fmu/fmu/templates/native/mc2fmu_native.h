@@ -39,10 +39,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GLIBC__) && defined(__x86_64__)
-/* memcpy is the one symbol an x86-64 Linux build takes from above glibc 2.2.5 (memcpy@GLIBC_2.14,
-   2011); binding the original lets the library load on every x86-64 glibc (docs/fmus.md) */
+#if defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
+/* Binding the original versions of the three symbols a build would take from a newer glibc
+   (memcpy@GLIBC_2.14, exp and log @GLIBC_2.29, the last two for sigmoid and softplus layers and
+   learned spring laws) lets the library load on every glibc of its architecture: 2.2.5 on
+   x86-64, 2.17 (the first) on aarch64 (docs/fmus.md).  The export checks the floor. */
+#if defined(__x86_64__)
+#define MC2FMU_GLIBC_BASE "GLIBC_2.2.5"
 __asm__(".symver memcpy, memcpy@GLIBC_2.2.5");
+#else
+#define MC2FMU_GLIBC_BASE "GLIBC_2.17"
+#endif
+__asm__(".symver exp, exp@" MC2FMU_GLIBC_BASE);
+__asm__(".symver log, log@" MC2FMU_GLIBC_BASE);
 #endif
 
 enum { MC2FMU_ROLE_INPUT, MC2FMU_ROLE_POSE, MC2FMU_ROLE_Q, MC2FMU_ROLE_QD, MC2FMU_ROLE_ENVELOPE,
@@ -1407,7 +1416,7 @@ static int mc2fmu_deserialize_fmu_state(mc2fmu_core *c, const char *fn, const un
 #ifdef MC2FMU_SELFTEST
 /* the export's self-check (never in an FMU binary): decoder, rhs (and its spring part J^T f_spring
    at qd, NQ values, untouched without springs) and step map at one point */
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(_WIN32)
 __attribute__((visibility("default")))
 #endif
 int mc2fmu_selftest(const double *q, const double *qd, const double *u, const double *q_prev, double *x, double *J,
@@ -1445,7 +1454,7 @@ int mc2fmu_selftest(const double *q, const double *qd, const double *u, const do
 
 #if MC2FMU_NODE
 /* the node dynamics at one point: qdd = f(q, qd, u) and one RK4 step */
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(_WIN32)
 __attribute__((visibility("default")))
 #endif
 void mc2fmu_selftest_node(const double *q, const double *qd, const double *u, double *qdd, double *q_next,
@@ -1458,7 +1467,7 @@ void mc2fmu_selftest_node(const double *q, const double *qd, const double *u, do
 #if MC2FMU_LPCA
 /* the local-PCA ROM from one state: the start from (q0, qd0), one step of Algorithm 1 (a switch
    when `cluster` is not the nearest) and the chart's reading of the result */
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(_WIN32)
 __attribute__((visibility("default")))
 #endif
 void mc2fmu_selftest_lpca(const double *q0, const double *qd0, const double *u, int cluster, const double *q,
@@ -1484,7 +1493,7 @@ void mc2fmu_selftest_lpca(const double *q0, const double *qd0, const double *u, 
 #endif
 
 /* poses of arbitrary (not necessarily rigid) natural coordinates */
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(_WIN32)
 __attribute__((visibility("default")))
 #endif
 void mc2fmu_selftest_poses(const double *x, double *pose) {
