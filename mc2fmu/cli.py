@@ -150,13 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("simulate", _cmd_simulate, "roll a trained model out on a run's inputs -> pose CSV", SIMULATE_HELP)
     p.add_argument("model", **model_dir)
-    p.add_argument("mechanism", metavar="MECHANISM", help="mechanism file the run belongs to")
+    p.add_argument("mechanism", metavar="MECHANISM",
+                   help="mechanism file the run belongs to: the trained one, or a variant that changes only physical "
+                        "parameters (masses, centres of mass, inertias, gravity, springs, input directions and "
+                        "points), whose values the model then uses")
     p.add_argument("run", metavar="RUN", help="pose export whose initial state and inputs drive the model")
     p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="poses + q, qd, envelope (.csv, .csv.gz, .npz)")
 
     p = command("linearize", _cmd_linearize,
                 "the reduced model's A, B, C, D at an equilibrium (or a given state) -> JSON", LINEARIZE_HELP)
     p.add_argument("model", **model_dir)
+    p.add_argument("--mechanism", metavar="VARIANT.toml",
+                   help="a mechanism file that changes only physical parameters (masses, centres of mass, inertias, "
+                        "gravity, springs, input directions and points): linearise with its values")
     p.add_argument("--at", nargs="+", default=[], metavar="NAME=V1[,V2...]",
                    help="the operating point: u=... (the input; default 0), q=... (a state instead of the "
                         "equilibrium), qd=... (with q; default 0)")
@@ -411,6 +417,18 @@ Roll a trained reduced model out from a run's initial state with the run's input
 write poses in the pose-export layout (so any tool can compare them with the run), plus
 q[i], qd[i] and envelope (0 inside the training range, growing outside).  Prints the
 position NRMSE against the run and when the envelope flag first rose.
+
+Physical variants: MECHANISM may differ from the trained mechanism file in masses, centres
+of mass, inertias, gravity, spring stiffness, damping, rest length and attachment points,
+and input directions and points; the model then runs with the file's values (the decoder
+holds the kinematics, the physics come from the file) and prints what differs.  Other
+changes (bodies, inputs' names, kinds and bodies, springs' bodies and laws) are refused.
+Learned spring laws and identified terms keep their trained coefficients; node and
+local-PCA models learnt their dynamics and take no variant.  A variant moves the motion:
+the envelope says when it leaves the configurations the model was trained on.
+
+example (a heavier rocker):
+  mc2fmu simulate out/four_bar heavy_rocker.toml runs/heavy_low.csv -o out/heavy.csv
 """
 
 LINEARIZE_HELP = """\
@@ -558,6 +576,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from .validation.simulate import simulate_file
 
     summary = simulate_file(args.model, args.mechanism, args.run, args.output)
+    _print_changed(summary["changed"], args.mechanism)
     print(f"wrote {args.output}: {summary['samples']} samples")
     if summary["diverged_at"] is not None:
         log.warning("the reduced model's state is not finite from t = %.6g s on (it left the range it was trained "
@@ -567,6 +586,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     left = summary["envelope_first_exit"]
     print("  stayed inside the training envelope" if left is None else f"  left the training envelope at t = {left:.3f} s")
     return 0
+
+
+def _print_changed(changed: list, source: str) -> None:
+    """The physical parameters a variant mechanism file changes, as a short table."""
+    from .mechanics.variants import differences_table
+
+    if changed:
+        print(f"{source}: {len(changed)} physical parameter(s) differ from the trained mechanism; using the file's:")
+        for line in differences_table(list(changed)):
+            print(line)
 
 
 def _parse_at(items: list[str]) -> dict[str, list[float]]:
@@ -588,7 +617,8 @@ def _cmd_linearize(args: argparse.Namespace) -> int:
     from .control.linearize import linearize, write_linearization
 
     at = _parse_at(args.at)
-    lin = linearize(args.model, q=at.get("q"), qd=at.get("qd"), u=at.get("u"))
+    lin = linearize(args.model, q=at.get("q"), qd=at.get("qd"), u=at.get("u"), mechanism=args.mechanism)
+    _print_changed(lin.changed, args.mechanism)
     write_linearization(lin, args.output)
     where = "static equilibrium" if lin.equilibrium else "given state"
     print(f"wrote {args.output}: {lin.A.shape[0]} states, {lin.B.shape[1]} input(s), {lin.C.shape[0]} outputs")

@@ -122,6 +122,8 @@ class Linearization:
     outputs: list[str]
     residual: float  # |f(q, qd, u)| at the operating point
     equilibrium: bool
+    #: the physical parameters a variant mechanism file changed (mc2fmu.mechanics.variants)
+    changed: tuple = ()
 
     def modes(self) -> list[dict[str, float]]:
         """Oscillatory modes (one per conjugate pair, by frequency) and real modes: eigenvalue,
@@ -199,13 +201,19 @@ def find_equilibrium(dyn: TorchDynamics, q0: np.ndarray, u: np.ndarray, tol: flo
 
 
 def linearize(model_dir: str | os.PathLike, q: list[float] | None = None, qd: list[float] | None = None,
-              u: list[float] | None = None) -> Linearization:
+              u: list[float] | None = None, mechanism: str | os.PathLike | None = None) -> Linearization:
     """Linearise the model of ``model_dir``: at ``(q, qd, u)`` when ``q`` is given, else at the
-    static equilibrium under ``u`` (default zero) nearest the model's initial state."""
+    static equilibrium under ``u`` (default zero) nearest the model's initial state; with the
+    physical parameters of ``mechanism`` when given (a variant of the trained mechanism file,
+    :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`)."""
+    from ..mechanics.mechanism import load_mechanism
     from ..models.artifact import load_artifact
     from ..models.manifold import ManifoldModel
 
     art = load_artifact(model_dir)
+    changed = []
+    if mechanism is not None:
+        art, changed = art.for_mechanism(load_mechanism(mechanism), mechanism)
     model = art.model
     if not isinstance(model, ManifoldModel):
         raise ModelError(f"{model_dir}: linearize needs a manifold model (the autoencoder reducer's)")
@@ -242,7 +250,7 @@ def linearize(model_dir: str | os.PathLike, q: list[float] | None = None, qd: li
     states = coords + [f"qd[{i + 1}]" for i in range(m)]
     outputs = [f"{b}.{c}" for b in art.mechanism.body_names for c in "xyz"] + states
     return Linearization(q_op, qd_op, u, A, B, C, D, states, list(art.mechanism.input_names), outputs, residual,
-                         bool(equilibrium))
+                         bool(equilibrium), tuple(changed))
 
 
 def write_linearization(lin: Linearization, out: str | os.PathLike) -> Path:

@@ -153,23 +153,44 @@ def build_layout(mechanism: Mechanism) -> NCLayout:
     return NCLayout(tuple(layouts))
 
 
-def body_mass_block(mass: float, inertia: np.ndarray, length: float) -> np.ndarray:
-    """The 4x4 point mass matrix ``A`` of one body (the 12x12 block is ``A (x) I_3``)."""
+def body_mass_block(mass: float, inertia: np.ndarray, length: float, offset: np.ndarray | None = None) -> np.ndarray:
+    """The 4x4 point mass matrix ``A`` of one body (the 12x12 block is ``A (x) I_3``).
+
+    The points are ``r_0`` at the layout's centre and ``r_k = r_0 + L e_k``; ``offset`` is the
+    body's centre of mass relative to that centre, in the body frame (None: at it, the
+    layout of the body's own mechanism file).  ``A`` holds the mass distribution's moments in
+    the points' affine weights ``w = (1 - sum a, a)``, ``a = (s - c) / L``: ``sum A = m``,
+    ``int a dm = m d`` and ``int a a^T dm = (S + m d d^T L^2) / L^2`` with ``d = offset / L``
+    and ``S`` the second moment about the centre of mass, so ``A`` is linear in the mass, the
+    mass times the offset, and the inertia (a physical variant keeps the trained layout)."""
     St = second_moment(inertia) / length**2
-    s1 = St.sum(axis=1)
     A = np.empty((4, 4))
-    A[0, 0] = mass + s1.sum()
-    A[0, 1:] = -s1
-    A[1:, 0] = -s1
-    A[1:, 1:] = St
+    if offset is None or not np.any(offset):
+        s1 = St.sum(axis=1)
+        A[0, 0] = mass + s1.sum()
+        A[0, 1:] = -s1
+        A[1:, 0] = -s1
+        A[1:, 1:] = St
+        return A
+    d = np.asarray(offset, dtype=np.float64) / length
+    Sig = St + mass * np.outer(d, d)
+    mu = mass * d
+    s1 = Sig.sum(axis=1)
+    A[0, 0] = mass - 2.0 * mu.sum() + s1.sum()
+    A[0, 1:] = mu - s1
+    A[1:, 0] = mu - s1
+    A[1:, 1:] = Sig
     return A
 
 
 def mass_matrix(mechanism: Mechanism, layout: NCLayout) -> np.ndarray:
-    """The constant NC mass matrix ``M`` (n_n x n_n), block diagonal, symmetric PSD."""
+    """The constant NC mass matrix ``M`` (n_n x n_n), block diagonal, symmetric PSD, of
+    ``mechanism``'s masses, centres of mass and inertias in ``layout`` (its own, or a trained
+    model's for a physical variant: :func:`body_mass_block`'s offset)."""
     M = np.zeros((layout.size, layout.size))
     for body, bl in zip(mechanism.bodies, layout.bodies):
-        M[bl.slice, bl.slice] = np.kron(body_mass_block(body.mass, body.inertia, bl.length), np.eye(3))
+        offset = np.asarray(body.com, dtype=np.float64) - np.asarray(bl.com, dtype=np.float64)
+        M[bl.slice, bl.slice] = np.kron(body_mass_block(body.mass, body.inertia, bl.length, offset), np.eye(3))
     return M
 
 

@@ -27,7 +27,7 @@ import os
 import platform
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -115,17 +115,40 @@ class ModelArtifact:
         q = self.encode_series(x[:3])
         return q[0], finite_difference_velocity(q, self.dt)[0]
 
-    def check_mechanism(self, mechanism: Mechanism, source: str | os.PathLike) -> None:
-        """The one rule for "this run belongs to this model": its mechanism file describes the
-        mechanism the model was trained on (bodies, inputs, masses, inertias, loads, springs)."""
-        mine = json.dumps(self.mechanism.to_dict(), sort_keys=True)
-        if json.dumps(mechanism.to_dict(), sort_keys=True) != mine:
-            theirs = mechanism.to_dict()
-            diff = [k for k in sorted(set(theirs) | set(self.mechanism.to_dict()))
-                    if theirs.get(k) != self.mechanism.to_dict().get(k)]
-            raise ModelError(f"{source}: differs from the mechanism the model was trained on (in: {', '.join(diff)}; "
-                             f"the model has bodies {self.mechanism.body_names}, inputs {self.mechanism.input_names}); "
-                             "use the mechanism file the model was trained with")
+    def check_mechanism(self, mechanism: Mechanism, source: str | os.PathLike, *,
+                        why: str = "this model runs the trained physical parameters") -> None:
+        """The strict rule for "this run belongs to this model": its mechanism file describes
+        the mechanism the model was trained on (bodies, inputs, masses, inertias, loads,
+        springs; the name is not compared).  ``why``: why a physical variant does not do here."""
+        from ..mechanics.variants import physical_differences
+
+        diffs = physical_differences(self.mechanism, mechanism, source)  # another mechanism: an error naming it
+        if diffs:
+            raise ModelError(f"{source}: changes {', '.join(d.item for d in diffs)} from the mechanism the model was "
+                             f"trained on, and {why}; use the trained mechanism file (`mc2fmu simulate` and "
+                             "`linearize` take a physical variant)")
+
+    def for_mechanism(self, mechanism: Mechanism, source: str | os.PathLike) -> tuple["ModelArtifact", list]:
+        """This model with the physical parameters of ``mechanism`` (a file that differs from
+        the trained one in masses, centres of mass, inertias, gravity, spring constants and
+        attachment points, input directions and points only: :mod:`mc2fmu.mechanics.variants`),
+        and the list of what differs (empty: the trained mechanism, and ``self``).  Anything
+        else is a :class:`ModelError` naming the item; so is any difference for a model that
+        learnt its dynamics (node, local-PCA).  The chart, the NC layout and the envelope stay
+        the trained ones."""
+        from ..mechanics.natural import force_model, mass_matrix
+        from ..mechanics.variants import physical_differences
+
+        diffs = physical_differences(self.mechanism, mechanism, source)
+        if not diffs:
+            return self, []
+        if self.model.kind != "manifold":
+            raise ModelError(f"{source}: changes {', '.join(d.item for d in diffs)}; a '{self.reducer}' model learnt "
+                             "its dynamics from the training runs, so it runs the trained physical parameters only: use "
+                             "the mechanism file it was trained with, or train it on runs of the variant")
+        M = mass_matrix(mechanism, self.layout)
+        model = self.model.with_physics(M, force_model(mechanism, self.layout, M))
+        return replace(self, mechanism=mechanism, model=model), diffs
 
     def check_step(self, dt: float, source: str | os.PathLike) -> None:
         if abs(dt - self.dt) > 1e-9 * self.dt:

@@ -26,7 +26,7 @@ product, in both its modes (learnt or known coordinates).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -318,6 +318,16 @@ class ManifoldModel:
         return np.stack(q, 1)
 
     # -------------------------------------------------------------- dynamics
+
+    def with_physics(self, M: np.ndarray, forces) -> "ManifoldModel":
+        """This model with other physics on the same chart (a physical variant of the
+        mechanism, :mod:`mc2fmu.mechanics.variants`): the mass matrix ``M``, gravity, the input
+        loads and the springs' known parts of ``forces`` (a
+        :class:`~mc2fmu.mechanics.natural.ForceModel` in this model's NC layout).  Learned spring
+        laws and identified terms keep their trained coefficients."""
+        springs = replace(forces.springs, laws=self.springs.laws)
+        return replace(self, M=np.asarray(M, dtype=np.float64), f_g=forces.f_g, f_B=forces.f_B, f_C=forces.f_C,
+                       springs=springs)
 
     @cached_property
     def mass(self) -> np.ndarray:

@@ -69,7 +69,8 @@ def chart_for(dataset, config, progress: Callable[[dict], None] | None = None, s
             raise TrainingError(f"--from {src}: a '{art.reducer}' model; the coordinates come from an autoencoder "
                                 "model (train one with `mc2fmu train --reducer autoencoder`)")
         try:
-            art.check_mechanism(dataset.mechanism, src)
+            art.check_mechanism(dataset.mechanism, src, why="the natural coordinates of the model's chart are placed "
+                                "by the trained masses, centres of mass and inertias")
             art.check_step(float(dataset.dt[0]), src)
         except ModelError as exc:
             raise TrainingError(exc.problems) from None

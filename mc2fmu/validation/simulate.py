@@ -13,10 +13,13 @@ from .metrics import position_nrmse, rotation_error
 
 
 def simulate_file(model_dir, mechanism_path, run_path, out) -> dict:
-    """Roll out on a run and write poses + q, qd, envelope (pose-export layout); return the accuracy."""
+    """Roll out on a run and write poses + q, qd, envelope (pose-export layout); return the
+    accuracy and ``changed``: the physical parameters the mechanism file changes from the
+    trained ones (:meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`), whose values
+    the rollout uses."""
     art = load_artifact(model_dir)
     mech = load_mechanism(mechanism_path)
-    art.check_mechanism(mech, mechanism_path)
+    art, changed = art.for_mechanism(mech, mechanism_path)
     run = read_run(run_path, mech)
     art.check_step(run.dt, run_path)
     x = nc_from_poses(art.layout, run.origin, run.rotation)
@@ -30,6 +33,7 @@ def simulate_file(model_dir, mechanism_path, run_path, out) -> dict:
               extra={"q": res["q"], "qd": res["qd"], "envelope": res["envelope"]})
     exit_index = art.envelope.first_exit(res["envelope"])
     return {
+        "changed": changed,
         "samples": len(run.t),
         "nrmse": position_nrmse(origin, run.origin),
         "max_position_error": float(np.nanmax(np.linalg.norm(origin - run.origin, axis=-1))) if ok.all() else float("inf"),

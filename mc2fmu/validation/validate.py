@@ -135,7 +135,7 @@ def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_
     path = Path(fmu)
     art = fmu_artifact(path)
     mech = load_mechanism(mechanism_path)
-    art.check_mechanism(mech, mechanism_path)
+    art.check_mechanism(mech, mechanism_path, why="an FMU runs the physical parameters it was exported with")
     problems = [str(p) for p in fmpy_validate(str(path))]
     binaries = fmu_binaries(path)
     problems += [b["problem"] for b in binaries if b["problem"]]

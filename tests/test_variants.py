@@ -1,0 +1,233 @@
+"""Physical variants: a mechanism file that changes masses, centres of mass, inertias, gravity,
+springs or input points in place of the trained one (``mc2fmu.mechanics.variants``).
+
+The references are independent of the model: a rigid body's kinetic energy and gravity's power
+in closed form, and Exudyn runs of the variant mechanisms."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mc2fmu.errors import ModelError
+from mc2fmu.mechanics.mechanism import load_mechanism, mechanism_from_dict, mechanism_toml
+from mc2fmu.mechanics.natural import affine_weights, build_layout, force_model, mass_matrix
+from mc2fmu.mechanics.variants import physical_differences
+
+
+def _random_rotation(rng) -> np.ndarray:
+    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
+    q = q * np.sign(np.diag(r))
+    return q if np.linalg.det(q) > 0 else -q
+
+
+@pytest.mark.parametrize("name", ["four_bar", "macpherson"])
+def test_a_variants_mass_matrix_gives_the_rigid_bodies_kinetic_energy_and_gravitys_power(name):
+    """In the trained layout (points at the trained centres of mass), a variant with other
+    masses, shifted centres of mass, full inertia tensors and tilted gravity gives
+    ``x_dot^T M x_dot / 2 = m |v_c|^2 / 2 + w^T R I R^T w / 2`` and ``f_g . x_dot = m g . v_c``
+    for random rigid motions of every body."""
+    root = Path(__file__).parents[1] / "examples" / name / "mechanism.toml"
+    trained = load_mechanism(root)
+    layout = build_layout(trained)
+    rng = np.random.default_rng(1)
+    data = trained.to_dict()
+    for b in data["bodies"]:
+        scale = max(np.trace(np.asarray(b["inertia"], dtype=float)) / 3.0, 1e-4 * b["mass"])
+        b["mass"] *= 1.0 + rng.uniform(0.2, 1.5)
+        b["com"] = (np.asarray(b["com"]) + rng.uniform(-0.05, 0.05, 3)).tolist()
+        Rb = _random_rotation(rng)  # a full tensor: principal values within the triangle inequalities
+        b["inertia"] = (Rb @ np.diag(scale * (1.0 + rng.uniform(0.0, 0.3, 3))) @ Rb.T).tolist()
+    g = np.array([3.0, -1.0, -9.0])
+    data["gravity"] = g.tolist()
+    variant = mechanism_from_dict(data)
+    M = mass_matrix(variant, layout)
+    f_g = force_model(variant, layout, M).f_g
+    for body, bl in zip(variant.bodies, layout.bodies):
+        points = [np.asarray(bl.com)] + [np.asarray(bl.com) + bl.length * e for e in np.eye(3)]
+        for j, s in enumerate(points):  # the layout's points are where the affine weights say
+            assert np.allclose(affine_weights(bl, s), np.eye(4)[j])
+        for _ in range(5):
+            R, w, v0 = _random_rotation(rng), rng.normal(size=3), rng.normal(size=3)
+            xdot = np.zeros(layout.size)
+            for j, s in enumerate(points):
+                xdot[bl.offset + 3 * j: bl.offset + 3 * j + 3] = v0 + np.cross(w, R @ s)
+            vc = v0 + np.cross(w, R @ np.asarray(body.com))
+            energy = 0.5 * body.mass * vc @ vc + 0.5 * w @ R @ body.inertia @ R.T @ w
+            assert 0.5 * xdot @ M @ xdot == pytest.approx(energy, rel=1e-12)
+            assert f_g @ xdot == pytest.approx(body.mass * g @ vc, rel=1e-12, abs=1e-12 * body.mass * np.abs(g).sum())
+    assert np.linalg.eigvalsh(M).min() >= -1e-12 * np.abs(M).max()
+
+
+def _other(names, current):
+    return next(n for n in names if n != current)
+
+
+def _edited(mech_path: Path, edit):
+    data = copy.deepcopy(load_mechanism(mech_path).to_dict())
+    edit(data)
+    return mechanism_from_dict(data)
+
+
+def test_kinematic_changes_are_refused_naming_the_item_and_physical_ones_listed():
+    root = Path(__file__).parents[1] / "examples"
+    four, mac = root / "four_bar" / "mechanism.toml", root / "macpherson" / "mechanism.toml"
+    trained4, trained_mac = load_mechanism(four), load_mechanism(mac)
+    refused = [
+        (four, lambda d: d["bodies"][1].update(name="arm"), "bodies"),
+        (four, lambda d: d["bodies"].reverse(), "bodies"),
+        (four, lambda d: d["bodies"].pop(), "bodies"),
+        (four, lambda d: d["inputs"][0].update(name="torque2"), "inputs"),
+        (four, lambda d: d["inputs"][0].update(body=_other(trained4.body_names, d["inputs"][0]["body"])),
+         f"input '{trained4.inputs[0].name}' acts"),
+        (mac, lambda d: d["springs"][0].update(body_b=_other(trained_mac.body_names, d["springs"][0]["body_b"])),
+         f"spring '{trained_mac.springs[0].name}' connects"),
+        (mac, lambda d: d["springs"][0].update(law="recorded"), f"spring '{trained_mac.springs[0].name}' has law"),
+    ]
+    for path, edit, item in refused:
+        trained = load_mechanism(path)
+        with pytest.raises(ModelError, match=item):
+            physical_differences(trained, _edited(path, edit), "variant.toml")
+    # a torque made a force (kind) is refused too
+    with pytest.raises(ModelError, match="is a force"):
+        physical_differences(trained4, _edited(four, lambda d: d["inputs"][0].update(
+            kind="force", point=[0.0, 0.0, 0.0])), "variant.toml")
+    assert physical_differences(trained4, _edited(four, lambda d: d.update(name="other")), "v") == []
+    changed = physical_differences(trained_mac, _edited(mac, lambda d: (
+        d["bodies"][0].update(mass=2 * d["bodies"][0]["mass"]), d["springs"][0].update(stiffness=1.5 * d["springs"][0][
+            "stiffness"]), d.update(gravity=[0.0, 4.9, -8.5]))), "v")
+    assert [c.item for c in changed] == [f"{trained_mac.bodies[0].name}.mass", "gravity",
+                                         f"{trained_mac.springs[0].name}.stiffness"]
+
+
+@pytest.fixture(scope="module")
+def four_bar_variants(tmp_path_factory):
+    """Exudyn runs (5 s, the ``low`` excitation) of the four-bar with the rocker twice as
+    heavy, and with gravity tilted by 30 degrees, each with its mechanism file."""
+    pytest.importorskip("exudyn")
+    from examples import _exudyn, reference
+    from mc2fmu.data.poses import write_run
+
+    base = reference.model("four_bar")
+    root = tmp_path_factory.mktemp("variants")
+    rocker = base.bodies[-1].name
+    g = np.asarray(base.gravity, dtype=float)
+    c, s_ = np.cos(np.radians(30.0)), np.sin(np.radians(30.0))
+    if abs(g[2]) < 0.5 * np.linalg.norm(g):  # tilted about z (in the plane of a planar mechanism), else about x
+        tilt = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]])
+    else:
+        tilt = np.array([[1.0, 0.0, 0.0], [0.0, c, -s_], [0.0, s_, c]])
+    tilted = tilt @ g
+    variants = {
+        "heavy_rocker": replace(base, bodies=tuple(replace(b, mass=2.0 * b.mass) if b.name == rocker else b
+                                                   for b in base.bodies)),
+        "tilted_gravity": replace(base, gravity=tuple(float(v) for v in tilted)),
+    }
+    out = {}
+    for tag, m in variants.items():
+        # the constant inputs that hold the variant in the reference configuration, as the
+        # bundled runs' hold theirs: the motion stays in the trained configurations
+        u, _ = _exudyn.support_inputs(replace(m, static_inputs=None))
+        m = replace(m, static_inputs=tuple(float(v) for v in u))
+        run = reference.simulate(m, "low", t_end=5.0)
+        folder = root / tag
+        folder.mkdir()
+        (folder / "mechanism.toml").write_text(mechanism_toml(reference.mechanism_dict(m)))
+        write_run(folder / "low.csv.gz", run["t"], run["body_names"], run["origin"], run["rotation"],
+                  run["input_names"], run["u"])
+        out[tag] = (folder / "mechanism.toml", folder / "low.csv.gz")
+    return out
+
+
+def _acceleration_errors(art, variant: Path, run: Path) -> float:
+    """The model's acceleration against the engine's (second differences of the encoded run)
+    at samples 0.2 s apart: rms error relative to the rms acceleration."""
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.mechanics.natural import nc_from_poses
+
+    r = read_run(run, load_mechanism(variant))
+    q = art.encode_series(nc_from_poses(art.layout, r.origin, r.rotation))
+    dt = float(r.t[1] - r.t[0])
+    k = np.arange(200, len(q) - 200, 200)
+    qd = (q[k + 1] - q[k - 1]) / (2 * dt)
+    qdd = (q[k + 1] - 2 * q[k] + q[k - 1]) / dt**2
+    err = art.model.acceleration(q[k], qd, r.u[k]) - qdd
+    return float(np.sqrt(np.mean(err**2) / np.mean(qdd**2)))
+
+
+@pytest.mark.parametrize("tag", ["heavy_rocker", "tilted_gravity"])
+def test_the_model_follows_an_engine_run_of_a_variant_with_its_parameters(trained, four_bar_variants, tmp_path, tag,
+                                                                          capsys):
+    """On Exudyn's run of a variant, the model's accelerations with the variant's file are far
+    closer to the engine's than with the trained parameters (what it gave before it took the
+    file); `simulate` runs it to the end and prints what differs."""
+    from mc2fmu.cli import main
+    from mc2fmu.models.artifact import load_artifact
+
+    model, _, _ = trained("four_bar")
+    variant, run = four_bar_variants[tag]
+    trained_art = load_artifact(model)
+    variant_art, changed = trained_art.for_mechanism(load_mechanism(variant), variant)
+    assert changed
+    with_variant = _acceleration_errors(variant_art, variant, run)
+    with_trained = _acceleration_errors(trained_art, variant, run)
+    assert with_variant < 0.5 * with_trained, (with_variant, with_trained)
+    assert main(["simulate", str(model), str(variant), str(run), "-o", str(tmp_path / "c.csv")]) == 0
+    printed = capsys.readouterr().out
+    assert "physical parameter(s) differ from the trained mechanism" in printed
+    assert ("gravity" in printed) == (tag == "tilted_gravity") and (".mass" in printed) == (tag == "heavy_rocker")
+
+
+def test_validate_and_learned_dynamics_refuse_a_variant(trained, four_bar_variants, tmp_path, native):
+    """An FMU runs the physics it was exported with, and a node model learnt its dynamics:
+    both refuse a variant file, saying so, rather than run the trained parameters."""
+    from mc2fmu.pipeline import train
+    from mc2fmu.reducers.node.config import NodeReducerConfig
+    from mc2fmu.validation.simulate import simulate_file
+    from mc2fmu.validation.validate import validate_fmu
+
+    variant, run = four_bar_variants["heavy_rocker"]
+    fmu, _ = native("four_bar")
+    with pytest.raises(ModelError, match="an FMU runs the physical parameters it was exported with"):
+        validate_fmu(fmu, variant, [str(run)])
+    chart, mech, train_run = trained("four_bar")
+    node = tmp_path / "node"
+    train(mech, [train_run], NodeReducerConfig(dof=1, from_model=str(chart), node_hidden=(8,), node_epochs=2), node,
+          reducer="node")
+    with pytest.raises(ModelError, match="learnt its dynamics"):
+        simulate_file(node, variant, run, tmp_path / "n.csv")
+
+
+def test_linearize_follows_the_laws_of_scaled_physics(trained, tmp_path, capsys):
+    """Exact physics, not the model's own output: with gravity the only load, scaling every
+    mass and inertia by 3 leaves the motion as it is (the same A) and divides the inputs'
+    effect by 3 (B); gravity 4 times as strong doubles every frequency at the same equilibrium."""
+    from mc2fmu.cli import main
+    from mc2fmu.control.linearize import linearize
+
+    model, mech, _ = trained("four_bar")
+    base = load_mechanism(mech).to_dict()
+    heavy, strong = copy.deepcopy(base), copy.deepcopy(base)
+    for b in heavy["bodies"]:
+        b["mass"] *= 3.0
+        b["inertia"] = (3.0 * np.asarray(b["inertia"], dtype=float)).tolist()
+    strong["gravity"] = (4.0 * np.asarray(base["gravity"], dtype=float)).tolist()
+    paths = {}
+    for tag, data in (("heavy", heavy), ("strong", strong)):
+        paths[tag] = tmp_path / f"{tag}.toml"
+        paths[tag].write_text(mechanism_toml(data))
+    ref = linearize(model)
+    lin = {tag: linearize(model, mechanism=p) for tag, p in paths.items()}
+    m = ref.q.size
+    assert np.allclose(lin["heavy"].q, ref.q, atol=1e-9) and np.allclose(lin["strong"].q, ref.q, atol=1e-6)
+    assert np.allclose(lin["heavy"].A, ref.A, rtol=1e-8, atol=1e-8 * np.abs(ref.A).max())
+    assert np.allclose(lin["heavy"].B, ref.B / 3.0, rtol=1e-8, atol=1e-8 * np.abs(ref.B).max())
+    f_ref = np.array([md["frequency_hz"] for md in ref.modes()])
+    f_strong = np.array([md["frequency_hz"] for md in lin["strong"].modes()])
+    assert ref.A[m:, :m].size and np.allclose(f_strong, 2.0 * f_ref, rtol=1e-6)
+    assert main(["linearize", str(model), "--mechanism", str(paths["strong"]), "-o", str(tmp_path / "l.json")]) == 0
+    assert "gravity" in capsys.readouterr().out
