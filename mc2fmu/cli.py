@@ -187,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interface", default="cs", choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only)")
     p.add_argument("--platforms", **platforms)
+    p.add_argument("--mechanism", metavar="VARIANT.toml",
+                   help="native backend: a mechanism file that changes only physical parameters (masses, centres of "
+                        "mass, inertias, gravity, springs, input directions and points): the FMU runs its values")
 
     p = command("validate", _cmd_validate, "run an FMU with fmpy on reference runs and report its accuracy",
                 VALIDATE_HELP)
@@ -660,7 +663,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
               f"inputs {', '.join(summary['inputs']) or 'none'}; load it with casadi.Function.load")
         return 0
 
-    summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface, args.platforms)
+    summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface, args.platforms,
+                         args.mechanism)
+    _print_changed(summary["changed"], args.mechanism)
     print(f"wrote {args.output}: {summary['backend']} backend, FMI {summary['fmi_version']} "
           f"{summary['interface']}, {summary['variables']} variables, {_export_check(summary)}")
     _print_platforms(summary.get("platforms", {}))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mc2fmu.errors import ModelError
+from mc2fmu.errors import ExportError, ModelError
 from mc2fmu.mechanics.mechanism import load_mechanism, mechanism_from_dict, mechanism_toml
 from mc2fmu.mechanics.natural import affine_weights, build_layout, force_model, mass_matrix
 from mc2fmu.mechanics.variants import physical_differences
@@ -231,3 +231,28 @@ def test_linearize_follows_the_laws_of_scaled_physics(trained, tmp_path, capsys)
     assert ref.A[m:, :m].size and np.allclose(f_strong, 2.0 * f_ref, rtol=1e-6)
     assert main(["linearize", str(model), "--mechanism", str(paths["strong"]), "-o", str(tmp_path / "l.json")]) == 0
     assert "gravity" in capsys.readouterr().out
+
+
+def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_variants, tmp_path):
+    """`export --mechanism VARIANT` (native): under fmpy the FMU gives `simulate`'s result on
+    the engine's run of the variant (the same position error to 1e-9 m), it records the
+    variant, and validating it with the trained file is refused."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.validation.simulate import simulate_file
+    from mc2fmu.validation.validate import validate_fmu
+
+    model, mech, _ = trained("four_bar")
+    variant, run = four_bar_variants["heavy_rocker"]
+    sim = simulate_file(model, variant, run, tmp_path / "s.csv")
+    for fmi in (2, 3):
+        fmu = tmp_path / f"v{fmi}.fmu"
+        summary = export_fmu(model, fmu, "native", fmi, "cs", mechanism=variant)
+        assert [c.item for c in summary["changed"]] == [f"{load_mechanism(variant).bodies[-1].name}.mass"]
+        res = validate_fmu(fmu, variant, [str(run)])["runs"][0]
+        assert res["reached_stop_time"]
+        assert abs(res["max_position_error"] - sim["max_position_error"]) <= 1e-9
+        assert res["position_nrmse"] == pytest.approx(sim["nrmse"], rel=1e-6)
+        with pytest.raises(ModelError, match="an FMU runs the physical parameters it was exported with"):
+            validate_fmu(fmu, mech, [str(run)])
+    with pytest.raises(ExportError, match="hold the trained physical parameters"):
+        export_fmu(model, tmp_path / "p.fmu", "python", mechanism=variant)

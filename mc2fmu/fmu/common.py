@@ -18,6 +18,9 @@ from .description import fmu_variables
 
 #: where an mc2fmu FMU carries its model artifact (what `mc2fmu validate` and `simulate` read)
 MODEL_PREFIX = "resources/model/"
+#: the mechanism whose physical parameters a native FMU runs (the trained one, or the variant
+#: `export --mechanism` gave); `validate` compares a mechanism file with it
+MECHANISM_MEMBER = "resources/mechanism.json"
 LOG_CATEGORIES = {
     "logStatusWarning": "Warnings, e.g. the model leaving its training envelope.",
     "logStatusDiscard": "Steps the FMU could not take.",
@@ -61,12 +64,18 @@ def model_digest(model_dir: Path, *extra: str) -> str:
     return digest(__version__, *extra, *((Path(model_dir) / n).read_bytes() for n in ARTIFACT_FILES))
 
 
-def artifact_members(model_dir: Path) -> dict[str, bytes]:
+def artifact_members(model_dir: Path, artifact=None) -> dict[str, bytes]:
     """The model directory's own files (:func:`~mc2fmu.models.artifact.artifact_files`) as FMU
-    members under :data:`MODEL_PREFIX`."""
+    members under :data:`MODEL_PREFIX`; with ``artifact``, also its mechanism (the physics the
+    FMU runs) as :data:`MECHANISM_MEMBER`."""
+    import json
+
     from ..models.artifact import artifact_files
 
-    return {MODEL_PREFIX + name: data for name, data in artifact_files(model_dir).items()}
+    members = {MODEL_PREFIX + name: data for name, data in artifact_files(model_dir).items()}
+    if artifact is not None:
+        members[MECHANISM_MEMBER] = json.dumps(json_safe(artifact.mechanism.to_dict()), indent=1).encode()
+    return members
 
 
 def runtime_config(artifact) -> dict[str, Any]:

@@ -88,12 +88,15 @@ def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, inte
 
 
 def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: str = DEFAULT_BACKEND, fmi_version: int = 2,
-               interface: str = "cs", platforms: str | None = None) -> dict[str, Any]:
+               interface: str = "cs", platforms: str | None = None,
+               mechanism: str | os.PathLike | None = None) -> dict[str, Any]:
     """Write ``out`` (.fmu) from a model directory; returns a summary.
 
     ``interface``: ``cs`` (co-simulation), ``me`` (model exchange) or ``both``; ``platforms``
     (native backend): a comma-separated list of platform tuples, ``auto`` or ``all``
-    (:func:`mc2fmu.fmu.platforms.resolve`; None: ``$MC2FMU_PLATFORMS``, else ``auto``).
+    (:func:`mc2fmu.fmu.platforms.resolve`; None: ``$MC2FMU_PLATFORMS``, else ``auto``);
+    ``mechanism``: a physical variant of the trained mechanism file whose parameters the FMU
+    runs (native backend; :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`).
     """
     problems = export_problems(out, backend, fmi_version, interface, platforms=platforms)
     if problems:
@@ -104,6 +107,14 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     problems = export_problems(out, backend, fmi_version, interface, artifact.reducer, platforms)
     if problems:
         raise ExportError([f"{model_dir}: {p}" for p in problems])
+    changed = []
+    if mechanism is not None:
+        from ..mechanics.mechanism import load_mechanism
+
+        artifact, changed = artifact.for_mechanism(load_mechanism(mechanism), mechanism)
+        if changed and backend != "native":
+            raise ExportError(f"--mechanism {mechanism}: the {backend} backend runs the model's ONNX graphs, which "
+                              "hold the trained physical parameters; export a physical variant with --backend native")
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:
@@ -111,6 +122,7 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
         summary = exporter(artifact, model_dir, Path(tmp), Path(tmp_out), fmi_version=fmi_version, interface=interface,
                            **extra)
     summary.setdefault("variables", len(fmu_variables(artifact)))
-    summary.update({"fmu": str(out), "backend": backend, "fmi_version": fmi_version, "interface": interface})
+    summary.update({"fmu": str(out), "backend": backend, "fmi_version": fmi_version, "interface": interface,
+                    "changed": changed})
     log.info("wrote %s (%s backend)", out, backend)
     return summary

@@ -54,6 +54,26 @@ def fmu_artifact(path: Path) -> ModelArtifact:
     return art
 
 
+def _exported_physics(path: Path, art: ModelArtifact) -> ModelArtifact:
+    """The model with the physical parameters the FMU runs: those of the mechanism it records
+    (``resources/mechanism.json``: a variant given to `export --mechanism`), else the trained."""
+    import json
+    import zipfile
+
+    from ..fmu.common import MECHANISM_MEMBER
+    from ..mechanics.mechanism import mechanism_from_dict
+
+    with zipfile.ZipFile(path) as z:
+        if MECHANISM_MEMBER not in z.namelist():
+            return art
+        try:
+            data = json.loads(z.read(MECHANISM_MEMBER))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValidationError(f"{path}: {MECHANISM_MEMBER} is not JSON ({exc}); export the FMU again") from None
+    source = f"{path}:{MECHANISM_MEMBER}"
+    return art.for_mechanism(mechanism_from_dict(data, source=source), source)[0]
+
+
 def quaternion_outputs(body_names: list[str]) -> list[str]:
     return [f"{b}.{c}" for b in body_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
 
@@ -134,6 +154,7 @@ def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_
 
     path = Path(fmu)
     art = fmu_artifact(path)
+    art = _exported_physics(path, art)
     mech = load_mechanism(mechanism_path)
     art.check_mechanism(mech, mechanism_path, why="an FMU runs the physical parameters it was exported with")
     problems = [str(p) for p in fmpy_validate(str(path))]

@@ -757,7 +757,7 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         members[f"sources/{name}"] = (sources / name).read_bytes()
     if fmi_version == 3:
         members["sources/buildDescription.xml"] = build_description(ident, files[0])
-    members.update(artifact_members(model_dir))
+    members.update(artifact_members(model_dir, artifact))
     write_zip(out, members, executable=("binaries/",))
     host = built[platforms[0].name]
     return {"native_max_difference": host["max_difference"], "model_identifier": ident, "instantiation_token": token,
