@@ -256,3 +256,58 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
             validate_fmu(fmu, mech, [str(run)])
     with pytest.raises(ExportError, match="hold the trained physical parameters"):
         export_fmu(model, tmp_path / "p.fmu", "python", mechanism=variant)
+
+
+@pytest.mark.parametrize("name", ["macpherson", "two_bar"])
+def test_a_variants_loads_and_springs_act_where_its_file_says(name):
+    """With shifted centres of mass (the trained layout's points stay), moved force points and
+    moved spring attachments: a force's generalized force does the power ``F . v`` of its point
+    and a spring's vector is the distance of its two points, for random rigid motions."""
+    root = Path(__file__).parents[1] / "examples" / name / "mechanism.toml"
+    trained = load_mechanism(root)
+    layout = build_layout(trained)
+    rng = np.random.default_rng(2)
+    data = trained.to_dict()
+    for b in data["bodies"]:
+        b["com"] = (np.asarray(b["com"]) + rng.uniform(-0.05, 0.05, 3)).tolist()
+    for i in data["inputs"]:
+        if i["kind"] == "force":
+            i["point"] = (np.asarray(i["point"]) + rng.uniform(-0.1, 0.1, 3)).tolist()
+    for sp in data.get("springs", []):
+        for key in ("point_a", "point_b"):
+            sp[key] = (np.asarray(sp[key]) + rng.uniform(-0.05, 0.05, 3)).tolist()
+    variant = mechanism_from_dict(data)
+    forces = force_model(variant, layout)
+    for _ in range(5):
+        poses = {b.name: (_random_rotation(rng), rng.normal(size=3), rng.normal(size=3), rng.normal(size=3))
+                 for b in variant.bodies}  # R, position of the body frame, its velocity, omega
+        x, xdot = np.zeros(layout.size), np.zeros(layout.size)
+        for bl in layout.bodies:
+            R, p, v, w = poses[bl.name]
+            for j, s in enumerate([np.asarray(bl.com)] + [np.asarray(bl.com) + bl.length * e for e in np.eye(3)]):
+                x[bl.offset + 3 * j: bl.offset + 3 * j + 3] = p + R @ s
+                xdot[bl.offset + 3 * j: bl.offset + 3 * j + 3] = v + np.cross(w, R @ s)
+        for i, inp in enumerate(variant.inputs):
+            if inp.kind != "force":
+                continue
+            R, p, v, w = poses[inp.body]
+            assert forces.f_B[:, i] @ xdot == pytest.approx(inp.direction @ (v + np.cross(w, R @ inp.point)), rel=1e-10)
+        for k, sp in enumerate(variant.springs):
+            ends = []
+            for body, point in ((sp.body_a, sp.point_a), (sp.body_b, sp.point_b)):
+                if body == "ground":
+                    ends.append(np.asarray(point))
+                else:
+                    R, p, _, _ = poses[body]
+                    ends.append(p + R @ point)
+            assert np.allclose(forces.springs.vectors(x)[k], ends[0] - ends[1], rtol=1e-10, atol=1e-12)
+
+
+def test_a_variant_that_leaves_the_reduced_mass_singular_is_refused(trained):
+    from mc2fmu.models.artifact import _check_reduced_mass, load_artifact
+
+    art = load_artifact(trained("four_bar")[0])
+    _check_reduced_mass(art.model, art.envelope, "v.toml")  # the trained masses: positive definite
+    massless = art.model.with_physics(np.zeros_like(art.model.M), force_model(art.mechanism, art.layout))
+    with pytest.raises(ModelError, match="v.toml: with these masses and inertias the reduced mass matrix is singular"):
+        _check_reduced_mass(massless, art.envelope, "v.toml")

@@ -67,7 +67,7 @@ class TorchDynamics:
         if lib is not None and len(lib):
             self.library = TermLibrary(lib.kinds, lib.index, lib.param, lib.Xi)
             self.Xi, self.param = t(lib.Xi), t(lib.param)
-        # the body origins: r0 = the first point of each body (centre of mass) minus R com
+        # the body origins: r0 = the first point of each body (the layout's centre of mass) minus R com
         self.origin_rows = [(bl.offset, np.asarray(bl.com, dtype=np.float64), bl.length) for bl in layout.bodies]
 
     def decode_jh(self, q):
@@ -145,7 +145,8 @@ class Linearization:
                                     "equilibrium": self.equilibrium, "residual": self.residual},
                 "states": self.states, "inputs": self.inputs, "outputs": self.outputs,
                 "A": self.A.tolist(), "B": self.B.tolist(), "C": self.C.tolist(), "D": self.D.tolist(),
-                "modes": self.modes()}
+                "modes": self.modes(),
+                "mechanism_changes": [{"item": d.item, "trained": d.trained, "used": d.variant} for d in self.changed]}
 
 
 def _vectors(dyn: TorchDynamics, q, qd, u):

@@ -1,7 +1,8 @@
 """Natural coordinates (NC): four points per rigid body and a constant, exact mass matrix.
 
 Body ``b`` gets the points ``r0`` = its centre of mass and ``rk = r0 + L_b R e_k``
-(k = 1..3, ``R`` body->global rotation).  A material point at body-frame offset ``xi``
+(k = 1..3, ``R`` body->global rotation); a physical variant of a trained mechanism keeps the
+trained points, and :func:`body_mass_block` takes its centre of mass's offset from them.  A material point at body-frame offset ``xi``
 from the COM is the affine combination ``p = sum_j c_j r_j`` with ``c_0 = 1 - sum_k w_k``,
 ``c_k = w_k``, ``w = xi / L_b``.  With the second-moment tensor ``S = tr(J)/2 I - J``
 (``J`` the inertia about the COM in body axes), the body's mass block is

@@ -46,8 +46,11 @@ def kinematic_problems(trained: Mechanism, variant: Mechanism, source: str | os.
     problems = []
     tb, vb = [b.name for b in trained.bodies], [b.name for b in variant.bodies]
     if tb != vb:
-        problems.append(f"{source}: bodies {vb} differ from the trained {tb}: a model takes other masses, inertias "
-                        "and centres of mass, not other bodies (names, order and count must stay)")
+        first = next((k for k, (a, b) in enumerate(zip(tb, vb)) if a != b), min(len(tb), len(vb)))
+        what = (f"body {first + 1} is '{vb[first]}' where the model's is '{tb[first]}'" if first < min(len(tb), len(vb))
+                else f"{len(vb)} bodies where the model has {len(tb)}")
+        problems.append(f"{source}: {what}: bodies {vb} differ from the trained {tb}; a model takes other masses, "
+                        "inertias and centres of mass, not other bodies (names, order and count must stay)")
     ti = [(i.name, i.kind, i.body) for i in trained.inputs]
     vi = [(i.name, i.kind, i.body) for i in variant.inputs]
     if [n for n, _, _ in ti] != [n for n, _, _ in vi]:
@@ -84,9 +87,11 @@ def physical_differences(trained: Mechanism, variant: Mechanism, source: str | o
     diffs: list[Difference] = []
 
     def compare(item: str, a, b) -> None:
+        # to 1e-12 relative: a unit direction normalised again on reading may move in its last bit
         if a is None and b is None:
             return
-        if a is None or b is None or np.shape(a) != np.shape(b) or not np.array_equal(np.asarray(a), np.asarray(b)):
+        if a is None or b is None or np.shape(a) != np.shape(b) or \
+                not np.allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=1e-12, atol=0.0):
             diffs.append(Difference(item, "-" if a is None else _text(a), "-" if b is None else _text(b)))
 
     for t, v in zip(trained.bodies, variant.bodies, strict=True):
@@ -108,5 +113,6 @@ def differences_table(diffs: list[Difference]) -> list[str]:
     if not diffs:
         return []
     width = max(len(d.item) for d in diffs)
-    return [f"  {'parameter':<{width}}  {'trained':<24}  variant"] + [
-        f"  {d.item:<{width}}  {d.trained:<24}  {d.variant}" for d in diffs]
+    col = max(len("trained"), *(len(d.trained) for d in diffs))
+    return [f"  {'parameter':<{width}}  {'trained':<{col}}  variant"] + [
+        f"  {d.item:<{width}}  {d.trained:<{col}}  {d.variant}" for d in diffs]

@@ -116,17 +116,18 @@ class ModelArtifact:
         return q[0], finite_difference_velocity(q, self.dt)[0]
 
     def check_mechanism(self, mechanism: Mechanism, source: str | os.PathLike, *,
-                        why: str = "this model runs the trained physical parameters") -> None:
+                        why: str = "this model runs the trained physical parameters",
+                        mine: str = "the mechanism the model was trained on") -> None:
         """The strict rule for "this run belongs to this model": its mechanism file describes
-        the mechanism the model was trained on (bodies, inputs, masses, inertias, loads,
-        springs; the name is not compared).  ``why``: why a physical variant does not do here."""
+        ``mine``, this artifact's mechanism (bodies, inputs, masses, inertias, loads, springs;
+        the name is not compared).  ``why``: why a physical variant does not do here."""
         from ..mechanics.variants import physical_differences
 
         diffs = physical_differences(self.mechanism, mechanism, source)  # another mechanism: an error naming it
         if diffs:
-            raise ModelError(f"{source}: changes {', '.join(d.item for d in diffs)} from the mechanism the model was "
-                             f"trained on, and {why}; use the trained mechanism file (`mc2fmu simulate` and "
-                             "`linearize` take a physical variant)")
+            raise ModelError(f"{source}: changes {', '.join(d.item for d in diffs)} from {mine}, and {why}; use "
+                             f"the mechanism file of {mine} (`mc2fmu simulate` and `linearize` take a physical "
+                             "variant; `export --mechanism` writes an FMU for one)")
 
     def for_mechanism(self, mechanism: Mechanism, source: str | os.PathLike) -> tuple["ModelArtifact", list]:
         """This model with the physical parameters of ``mechanism`` (a file that differs from
@@ -146,14 +147,38 @@ class ModelArtifact:
             raise ModelError(f"{source}: changes {', '.join(d.item for d in diffs)}; a '{self.reducer}' model learnt "
                              "its dynamics from the training runs, so it runs the trained physical parameters only: use "
                              "the mechanism file it was trained with, or train it on runs of the variant")
+        laws = self.model.springs.laws
+        if laws is not None:
+            learned = [d.item for d in diffs for s in self.mechanism.springs
+                       if s.recorded and d.item == f"{s.name}.damping"]
+            if learned:
+                raise ModelError(f"{source}: changes {', '.join(learned)}: a recorded spring's learned law was fitted "
+                                 "beside its trained damping (the law's part keeps the total damping from going "
+                                 "below zero), so that damping stays; change its stiffness, length or points only")
+        mechanism = replace(mechanism, name=self.mechanism.name)  # the name is not a parameter
         M = mass_matrix(mechanism, self.layout)
         model = self.model.with_physics(M, force_model(mechanism, self.layout, M))
+        _check_reduced_mass(model, self.envelope, source)
         return replace(self, mechanism=mechanism, model=model), diffs
 
     def check_step(self, dt: float, source: str | os.PathLike) -> None:
         if abs(dt - self.dt) > 1e-9 * self.dt:
             raise ModelError(f"{source}: sample step {dt:g} s differs from the model's step {self.dt:g} s; "
                              "resample the run to the model's step")
+
+
+def _check_reduced_mass(model, envelope: Envelope, source) -> None:
+    """A variant must leave the reduced mass matrix ``J^T M J`` positive definite over the
+    trained configurations (a body made a rod or a point mass can make it singular)."""
+    from .envelope import sample_points
+
+    q = np.concatenate([p["q"] for p in sample_points(envelope, model, 32, seed=3)])
+    Mm = model.terms(q, np.zeros((len(q), model.n_u))).Mm
+    ev = np.linalg.eigvalsh(0.5 * (Mm + np.swapaxes(Mm, 1, 2)))
+    if not (ev.min(axis=1) > 1e-10 * np.abs(ev).max(axis=1)).all():
+        raise ModelError(f"{source}: with these masses and inertias the reduced mass matrix is singular at "
+                         "configurations the model was trained on (a body without the inertia its motion needs); "
+                         "give every moving body mass and inertia about the axes it turns about")
 
 
 def _versions() -> dict[str, str]:

@@ -156,7 +156,8 @@ def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_
     art = fmu_artifact(path)
     art = _exported_physics(path, art)
     mech = load_mechanism(mechanism_path)
-    art.check_mechanism(mech, mechanism_path, why="an FMU runs the physical parameters it was exported with")
+    art.check_mechanism(mech, mechanism_path, why="an FMU runs the physical parameters it was exported with",
+                        mine=f"the mechanism {path.name} was exported with")
     problems = [str(p) for p in fmpy_validate(str(path))]
     binaries = fmu_binaries(path)
     problems += [b["problem"] for b in binaries if b["problem"]]

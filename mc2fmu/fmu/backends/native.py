@@ -55,7 +55,7 @@ import numpy as np
 
 from ... import __version__
 from ...errors import ExportError
-from ...files import write_zip
+from ...files import json_safe, write_zip
 from ...mechanics.natural import poses_from_nc
 from ...mechanics.rotations import matrix_to_quaternion
 from ...models.charted import LocalPcaModel, NodeModel
@@ -193,8 +193,13 @@ def _packed(w) -> list[float]:
     return out
 
 
-def instantiation_token(model_dir: Path, fmi_version: int, interface: str) -> str:
-    h = model_digest(model_dir, f"native fmi{fmi_version} {interface}")
+def instantiation_token(model_dir: Path, fmi_version: int, interface: str, mechanism=None) -> str:
+    """The FMU's GUID / instantiation token: a hash of the model's files, the variant and the
+    mechanism whose physics it runs (``mechanism``: a physical variant's, or None)."""
+    import json
+
+    extra = [json.dumps(json_safe(mechanism.to_dict()), sort_keys=True)] if mechanism is not None else []
+    h = model_digest(model_dir, f"native fmi{fmi_version} {interface}", *extra)
     return "{" + str(uuid.UUID(hex=h[:32], version=4)) + "}"
 
 
@@ -722,7 +727,7 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     manifold_model(artifact)
     variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3)
     ident = model_identifier(artifact.mechanism.name)
-    token = instantiation_token(model_dir, fmi_version, interface)
+    token = instantiation_token(model_dir, fmi_version, interface, artifact.mechanism)
     sources = work / "sources"
     files = write_sources(artifact, variables, sources, fmi_version=fmi_version, token=token, ident=ident,
                           interface=interface)
