@@ -25,17 +25,25 @@ def _random_rotation(rng) -> np.ndarray:
     return q if np.linalg.det(q) > 0 else -q
 
 
+def _example(name: str):
+    """A bundled mechanism, its NC layout and its dict form (to edit into a variant)."""
+    trained = load_mechanism(Path(__file__).parents[1] / "examples" / name / "mechanism.toml")
+    return trained, build_layout(trained), trained.to_dict()
+
+
+def _layout_points(bl) -> list[np.ndarray]:
+    """A body's NC points in its body frame: the layout's centre and one length along each axis."""
+    return [np.asarray(bl.com)] + [np.asarray(bl.com) + bl.length * e for e in np.eye(3)]
+
+
 @pytest.mark.parametrize("name", ["four_bar", "macpherson"])
 def test_a_variants_mass_matrix_gives_the_rigid_bodies_kinetic_energy_and_gravitys_power(name):
     """In the trained layout (points at the trained centres of mass), a variant with other
     masses, shifted centres of mass, full inertia tensors and tilted gravity gives
     ``x_dot^T M x_dot / 2 = m |v_c|^2 / 2 + w^T R I R^T w / 2`` and ``f_g . x_dot = m g . v_c``
     for random rigid motions of every body."""
-    root = Path(__file__).parents[1] / "examples" / name / "mechanism.toml"
-    trained = load_mechanism(root)
-    layout = build_layout(trained)
+    trained, layout, data = _example(name)
     rng = np.random.default_rng(1)
-    data = trained.to_dict()
     for b in data["bodies"]:
         scale = max(np.trace(np.asarray(b["inertia"], dtype=float)) / 3.0, 1e-4 * b["mass"])
         b["mass"] *= 1.0 + rng.uniform(0.2, 1.5)
@@ -48,7 +56,7 @@ def test_a_variants_mass_matrix_gives_the_rigid_bodies_kinetic_energy_and_gravit
     M = mass_matrix(variant, layout)
     f_g = force_model(variant, layout, M).f_g
     for body, bl in zip(variant.bodies, layout.bodies):
-        points = [np.asarray(bl.com)] + [np.asarray(bl.com) + bl.length * e for e in np.eye(3)]
+        points = _layout_points(bl)
         for j, s in enumerate(points):  # the layout's points are where the affine weights say
             assert np.allclose(affine_weights(bl, s), np.eye(4)[j])
         for _ in range(5):
@@ -263,11 +271,8 @@ def test_a_variants_loads_and_springs_act_where_its_file_says(name):
     """With shifted centres of mass (the trained layout's points stay), moved force points and
     moved spring attachments: a force's generalized force does the power ``F . v`` of its point
     and a spring's vector is the distance of its two points, for random rigid motions."""
-    root = Path(__file__).parents[1] / "examples" / name / "mechanism.toml"
-    trained = load_mechanism(root)
-    layout = build_layout(trained)
+    trained, layout, data = _example(name)
     rng = np.random.default_rng(2)
-    data = trained.to_dict()
     for b in data["bodies"]:
         b["com"] = (np.asarray(b["com"]) + rng.uniform(-0.05, 0.05, 3)).tolist()
     for i in data["inputs"]:
@@ -284,7 +289,7 @@ def test_a_variants_loads_and_springs_act_where_its_file_says(name):
         x, xdot = np.zeros(layout.size), np.zeros(layout.size)
         for bl in layout.bodies:
             R, p, v, w = poses[bl.name]
-            for j, s in enumerate([np.asarray(bl.com)] + [np.asarray(bl.com) + bl.length * e for e in np.eye(3)]):
+            for j, s in enumerate(_layout_points(bl)):
                 x[bl.offset + 3 * j: bl.offset + 3 * j + 3] = p + R @ s
                 xdot[bl.offset + 3 * j: bl.offset + 3 * j + 3] = v + np.cross(w, R @ s)
         for i, inp in enumerate(variant.inputs):
