@@ -415,14 +415,15 @@ def run_summary(run: dict) -> dict:
 # ---------------------------------------------------------------------------- small oscillations
 
 
-def small_oscillations(name: str, amplitude: float = 0.02, t_end: float = 20.0, step: float = 1e-4,
+def small_oscillations(name: str | Model, amplitude: float = 0.02, t_end: float = 20.0, step: float = 1e-4,
                        output_step: float = 1e-3) -> dict:
     """Free small oscillations about the reference pose (the static equilibrium under the
     static inputs): each input gets the static value plus a short pulse (a half sine over its
     first 0.1 s, of ``amplitude`` times the static weight scale, a different sign pattern per
     input so that every mode is excited), then stays at the static value.  Returns ``t`` and
-    ``origin`` (n, n_b, 3) of the free part (after 0.2 s)."""
-    m = model(name)
+    ``origin`` (n, n_b, 3) of the free part (after 0.2 s).  ``name`` may be a :class:`Model` (a
+    physical variant with its own static inputs)."""
+    m = model(name) if isinstance(name, str) else name
     weight = sum(b.mass for b in m.bodies) * float(np.linalg.norm(m.gravity)) or 1.0
     scale = amplitude * weight * 0.1
 

@@ -740,6 +740,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .validation.validate import validate_fmu
 
     result = validate_fmu(args.fmu, args.mechanism, args.runs, args.report, timeout=args.timeout)
+    if result["parameters"] and not args.json:
+        print(f"{args.mechanism}: setting the FMU's parameters "
+              + ", ".join(f"{k} = {v:.6g}" for k, v in result["parameters"].items()))
     if args.json:
         print(json.dumps(json_safe(result), indent=2))
     else:

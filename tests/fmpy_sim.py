@@ -13,6 +13,10 @@ prints a JSON result.
   values of every output and state derivative (``unknowns``) and their directional
   derivatives along each state and input in turn (``knowns``), one Jacobian per row
   (``J[row][unknown][known]``).
+* ``parameters``: model exchange (FMI 2 or 3, ``fmi``): set each of ``values`` (name, value)
+  in turn in Instantiated mode, then initialise; returns each call's outcome ("ok" or the
+  error), the FMU's messages and, if initialisation succeeded, a parameter's value read back
+  (``read``) and an attempt to set it again after initialisation.
 * ``nan``: set a non-finite input on an FMI 3 co-simulation FMU; returns the statuses and the
   logged messages.
 * ``misuse``: FMI 2 calls an adversarial host makes (``case``), each on a fresh instance of
@@ -143,6 +147,44 @@ def jacobian(req: dict) -> dict:
     fmu.terminate()
     fmu.freeInstance()
     return {"unknowns": unknowns, "knowns": knowns, "values": values, "J": jacobians}
+
+
+def parameters(req: dict) -> dict:
+    from fmpy import extract, read_model_description
+    from fmpy.simulation import instantiate_fmu
+
+    md = read_model_description(req["fmu"])
+    fmi3 = md.fmiVersion.startswith("3")
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    messages, calls = [], []
+
+    def logger(*args):
+        status, message = args[-3], args[-1]
+        messages.append({"status": int(status), "message": message.decode(errors="replace")})
+
+    def call(name, fn, *args):
+        try:
+            out = fn(*args)
+            calls.append([name, "ok"])
+            return out
+        except Exception as exc:  # fmpy raises for error statuses
+            calls.append([name, str(exc)])
+            return None
+
+    fmu = instantiate_fmu(extract(req["fmu"]), md, "ModelExchange", debug_logging=True, logger=logger)
+    set_real, get_real = (fmu.setFloat64, fmu.getFloat64) if fmi3 else (fmu.setReal, fmu.getReal)
+    if not fmi3:
+        fmu.setupExperiment(startTime=0.0)
+    for name, value in req["values"]:
+        call(f"set {name}", set_real, [vr[name]], [float(value)])
+    call("enterInitializationMode", *((fmu.enterInitializationMode, 0.0) if fmi3 else (fmu.enterInitializationMode,)))
+    if calls[-1][1] == "ok":
+        call("exitInitializationMode", fmu.exitInitializationMode)
+    read = None
+    if calls[-1] == ["exitInitializationMode", "ok"] and req.get("read"):
+        read = list(get_real([vr[req["read"]]]))[0]
+        call(f"set {req['read']} after initialisation", set_real, [vr[req["read"]]], [read])
+    return {"calls": calls, "messages": messages, "read": read}
 
 
 def nan(req: dict) -> dict:
@@ -356,7 +398,7 @@ def misuse(req: dict) -> dict:
 
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
-    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "jacobian": jacobian, "nan": nan, "misuse": misuse}
+    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "jacobian": jacobian, "parameters": parameters, "nan": nan, "misuse": misuse}
     result = kinds[request["kind"]](request)
     # on a line of its own, last: what the FMU logged to stdout on the way comes before it
     sys.stdout.write("\n" + json.dumps(result) + "\n")

@@ -59,6 +59,7 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
 
     from mc2fmu.models.artifact import load_artifact
     from mc2fmu.fmu.description import fmu_variables
+    from mc2fmu.mechanics.variants import physical_parameters
 
     contract = [v.name for v in fmu_variables(load_artifact(trained(name)[0]))]
     dof = load_artifact(trained(name)[0]).dof
@@ -73,7 +74,8 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
         assert [v.valueReference for v in md.modelVariables] == list(range(len(names)))
         extras = names[len(contract):]
         me = [f"der(q[{i}])" for i in range(1, dof + 1)] + [f"der(qd[{i}])" for i in range(1, dof + 1)]
-        assert extras == (me if interface != "cs" else []) + (["time"] if fmi == 3 else [])
+        physics = [p.name for p in physical_parameters(load_artifact(trained(name)[0]).mechanism)]
+        assert extras == (me if interface != "cs" else []) + (["time"] if fmi == 3 else []) + physics
         if interface != "cs":
             states = sorted(d.variable.derivative.name for d in md.derivatives)
             assert states == sorted([f"q[{i}]" for i in range(1, dof + 1)] + [f"qd[{i}]" for i in range(1, dof + 1)])
@@ -279,7 +281,7 @@ def test_spring_fmus_validate(spring_four_bar, native):
         assert max(summary["native_max_difference"].values()) <= 1e-12
         with zipfile.ZipFile(fmu) as z:
             header = z.read("sources/mc2fmu_model.h").decode()
-        assert "#define MC2FMU_NS 2" in header and "mc2fmu_P_h[" in header and "mc2fmu_spring_c[" in header
+        assert "#define MC2FMU_NS 2" in header and "mc2fmu_P_h[" in header and "strut.damping" in header
     fmu, summary = native("four_bar")
     with zipfile.ZipFile(fmu) as z:
         header = z.read("sources/mc2fmu_model.h").decode()

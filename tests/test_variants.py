@@ -190,9 +190,10 @@ def test_the_model_follows_an_engine_run_of_a_variant_with_its_parameters(traine
     assert ("gravity" in printed) == (tag == "tilted_gravity") and (".mass" in printed) == (tag == "heavy_rocker")
 
 
-def test_validate_and_learned_dynamics_refuse_a_variant(trained, four_bar_variants, tmp_path, native):
-    """An FMU runs the physics it was exported with, and a node model learnt its dynamics:
-    both refuse a variant file, saying so, rather than run the trained parameters."""
+def test_validate_and_learned_dynamics_refuse_what_they_cannot_run(trained, four_bar_variants, tmp_path, native):
+    """An FMU has parameters for masses, inertias, gravity and springs, not for where an input
+    acts, and a node model learnt its dynamics: both refuse such a variant file, saying so,
+    rather than run the trained parameters."""
     from mc2fmu.pipeline import train
     from mc2fmu.reducers.node.config import NodeReducerConfig
     from mc2fmu.validation.simulate import simulate_file
@@ -200,8 +201,13 @@ def test_validate_and_learned_dynamics_refuse_a_variant(trained, four_bar_varian
 
     variant, run = four_bar_variants["heavy_rocker"]
     fmu, _ = native("four_bar")
-    with pytest.raises(ModelError, match="an FMU runs the physical parameters it was exported with"):
-        validate_fmu(fmu, variant, [str(run)])
+    d = load_mechanism(variant).to_dict()
+    d["inputs"][0]["direction"] = (-np.asarray(d["inputs"][0]["direction"], dtype=float)).tolist()
+    turned = tmp_path / "turned.toml"
+    turned.write_text(mechanism_toml(d))
+    with pytest.raises(ModelError, match=rf"changes {d['inputs'][0]['name']}.direction, which {fmu.name} has no "
+                                         "parameter for"):
+        validate_fmu(fmu, turned, [str(run)])
     chart, mech, train_run = trained("four_bar")
     node = tmp_path / "node"
     train(mech, [train_run], NodeReducerConfig(dof=1, from_model=str(chart), node_hidden=(8,), node_epochs=2), node,
@@ -244,7 +250,7 @@ def test_linearize_follows_the_laws_of_scaled_physics(trained, tmp_path, capsys)
 def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_variants, tmp_path):
     """`export --mechanism VARIANT` (native): under fmpy the FMU gives `simulate`'s result on
     the engine's run of the variant (the same position error to 1e-9 m), it records the
-    variant, and validating it with the trained file is refused."""
+    variant, and validating it with the trained file sets the trained mass back through FMI."""
     from mc2fmu.fmu.export import export_fmu
     from mc2fmu.validation.simulate import simulate_file
     from mc2fmu.validation.validate import validate_fmu
@@ -252,6 +258,7 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
     model, mech, _ = trained("four_bar")
     variant, run = four_bar_variants["heavy_rocker"]
     sim = simulate_file(model, variant, run, tmp_path / "s.csv")
+    trained_sim = simulate_file(model, mech, run, tmp_path / "t.csv")
     for fmi in (2, 3):
         fmu = tmp_path / f"v{fmi}.fmu"
         summary = export_fmu(model, fmu, "native", fmi, "cs", mechanism=variant)
@@ -260,8 +267,10 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
         assert res["reached_stop_time"]
         assert abs(res["max_position_error"] - sim["max_position_error"]) <= 1e-9
         assert res["position_nrmse"] == pytest.approx(sim["nrmse"], rel=1e-6)
-        with pytest.raises(ModelError, match="an FMU runs the physical parameters it was exported with"):
-            validate_fmu(fmu, mech, [str(run)])
+        # the trained file: validate sets the variant's FMU back to the trained mass through FMI
+        back = validate_fmu(fmu, mech, [str(run)])
+        assert back["parameters"] == {f"{load_mechanism(mech).bodies[-1].name}.mass": load_mechanism(mech).bodies[-1].mass}
+        assert abs(back["runs"][0]["max_position_error"] - trained_sim["max_position_error"]) <= 1e-9
     with pytest.raises(ExportError, match="hold the trained physical parameters"):
         export_fmu(model, tmp_path / "p.fmu", "python", mechanism=variant)
 
@@ -316,3 +325,142 @@ def test_a_variant_that_leaves_the_reduced_mass_singular_is_refused(trained):
     massless = art.model.with_physics(np.zeros_like(art.model.M), force_model(art.mechanism, art.layout))
     with pytest.raises(ModelError, match="v.toml: with these masses and inertias the reduced mass matrix is singular"):
         _check_reduced_mass(massless, art.envelope, "v.toml")
+
+
+# ------------------------------------------------------------------ the FMU's physical parameters
+
+FMPY_SIM = Path(__file__).with_name("fmpy_sim.py")
+
+
+@pytest.mark.parametrize("fmi", [2, 3])
+def test_parameters_set_through_fmi_run_an_engine_variant_as_simulate_does(trained, four_bar_variants, tmp_path,
+                                                                           fmi):
+    """The trained model's co-simulation FMU (no --mechanism), its parameters set through FMI
+    by `validate`, gives `simulate`'s result on Exudyn's runs of the heavy-rocker and
+    tilted-gravity variants (the same position error to 1e-9 m), and the variant's error is
+    below the trained parameters' on the same run."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.validation.simulate import simulate_file
+    from mc2fmu.validation.validate import validate_fmu
+
+    model, mech, _ = trained("four_bar")
+    fmu = tmp_path / f"p{fmi}.fmu"
+    export_fmu(model, fmu, "native", fmi, "cs")
+    base = load_mechanism(mech)
+    expected = {"heavy_rocker": {f"{base.bodies[-1].name}.mass"}, "tilted_gravity": {"gravity[1]", "gravity[2]"}}
+    for tag, (variant, run) in four_bar_variants.items():
+        sim = simulate_file(model, variant, run, tmp_path / f"{tag}.csv")
+        res = validate_fmu(fmu, variant, [str(run)])
+        assert set(res["parameters"]) == expected[tag] | ({"gravity[3]"} if tag == "tilted_gravity" and
+                                                           base.gravity[2] != 0 else set())
+        got = res["runs"][0]
+        assert got["reached_stop_time"]
+        assert abs(got["max_position_error"] - sim["max_position_error"]) <= 1e-9
+        assert got["position_nrmse"] == pytest.approx(sim["nrmse"], rel=1e-6)
+        trained_params = validate_fmu(fmu, mech, [str(run)])["runs"][0]
+        assert got["position_nrmse"] < trained_params["position_nrmse"], tag
+
+
+def _variant_of(mech: Path) -> dict:
+    """Every kind of physical parameter changed at once: masses and inertias scaled per body,
+    a centre of mass moved off the trained points, gravity tilted, spring constants changed."""
+    d = load_mechanism(mech).to_dict()
+    for k, b in enumerate(d["bodies"]):
+        b["mass"] *= 1.0 + 0.3 * (k + 1)
+        b["inertia"] = (np.asarray(b["inertia"], dtype=float) * (1.5 - 0.2 * k)).tolist()
+    d["bodies"][-1]["com"] = (np.asarray(d["bodies"][-1]["com"], dtype=float) + [0.012, -0.007, 0.004]).tolist()
+    g = np.asarray(d["gravity"], dtype=float)
+    d["gravity"] = (0.8 * g + 0.3 * np.linalg.norm(g) * np.array([1.0, 0.5, 0.2])).tolist()
+    for s in d.get("springs", []):
+        s["stiffness"] *= 1.4
+        s["damping"] = s.get("damping", 0.0) * 0.7 + 5.0
+        s["length"] *= 1.02
+    return d
+
+
+@pytest.mark.parametrize("name,fmi", [("four_bar", 2), ("macpherson", 3)])
+def test_model_exchange_derivatives_follow_the_parameters_set_through_fmi(trained, tmp_path, name, fmi):
+    """A model-exchange FMU with every kind of parameter set through FMI (masses, inertias, a
+    centre of mass, gravity, spring constants) returns the state derivatives of the model read
+    with the variant's mechanism file, to 1e-10 of the largest acceleration, at states spread
+    over the envelope; the description lists the parameters with units, fixed."""
+    from fmpy import read_model_description
+
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
+    from tests.fmu_helpers import run_json, start_values
+
+    model, mech, _ = trained(name)
+    fmu = tmp_path / f"{name}.fmu"
+    export_fmu(model, fmu, "native", fmi, "me")
+    md = {v.name: v for v in read_model_description(str(fmu)).modelVariables}
+    base = load_mechanism(mech)
+    units = {"mass": "kg", "com": "m", "inertia": "kg.m2", "stiffness": "N/m", "damping": "N.s/m", "length": "m"}
+    for b in base.bodies:
+        for key in ("mass", "com[1]", "com[2]", "com[3]", "inertia[1]", "inertia[2]", "inertia[3]"):
+            v = md[f"{b.name}.{key}"]
+            assert (v.causality, v.variability, v.unit) == ("parameter", "fixed", units[key.split("[")[0]])
+            assert float(v.start) == pytest.approx(float(np.ravel([b.mass, *b.com, *np.diag(b.inertia)])[
+                ["mass", "com[1]", "com[2]", "com[3]", "inertia[1]", "inertia[2]", "inertia[3]"].index(key)]))
+    for s in base.springs:
+        for key in ("stiffness", "damping", "length"):
+            assert md[f"{s.name}.{key}"].unit == units[key]
+    assert md["gravity[2]"].unit == "m/s2"
+    variant = mechanism_from_dict(_variant_of(mech), source="v")
+    art = load_artifact(model)
+    var_art, changed = art.for_mechanism(variant, "v")
+    assert changed
+    from mc2fmu.mechanics.variants import parameter_settings
+
+    settings, _ = parameter_settings(art.mechanism, variant, set(md), "v", fmu.name)
+    pts = sample_points(art.envelope, art.model, 12, seed=5)
+    q = np.concatenate([p["q"] for p in pts])
+    qd = np.concatenate([p["qd"] for p in pts])
+    u = np.concatenate([p["u"] for p in pts])
+    res = run_json(FMPY_SIM, {"kind": "jacobian", "fmu": str(fmu), "start": {**start_values(model), **settings},
+                              "states": np.hstack([q, qd]).tolist(), "u": u.tolist()}, tmp_path)
+    idx = [res["unknowns"].index(f"der(qd[{i + 1}])") for i in range(art.dof)]
+    got = np.array(res["values"])[:, idx]
+    want = var_art.model.acceleration(q, qd, u)
+    trained_acc = art.model.acceleration(q, qd, u)
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 1e-10 * scale
+    assert np.abs(trained_acc - want).max() > 1e-3 * scale  # the parameters did change the dynamics
+
+
+@pytest.mark.parametrize("fmi", [2, 3])
+def test_an_fmu_refuses_parameters_no_rigid_body_has_with_a_message(trained, tmp_path, fmi):
+    """Bad values get an error status and a message naming the parameter, never a run: a
+    negative mass when it is set, an inertia breaking the triangle inequality at
+    initialisation (its entries are set one at a time), a rest length of 0, a change after
+    initialisation; good values are taken and read back."""
+    from mc2fmu.fmu.export import export_fmu
+    from tests.fmu_helpers import run_json
+
+    model, mech, _ = trained("four_bar")
+    fmu = tmp_path / "r.fmu"
+    export_fmu(model, fmu, "native", fmi, "me")
+    body = load_mechanism(mech).bodies[-1]
+    J = np.diag(body.inertia)
+
+    def run(values, read=None):
+        return run_json(FMPY_SIM, {"kind": "parameters", "fmu": str(fmu), "values": values, "read": read}, tmp_path)
+
+    bad_mass = run([[f"{body.name}.mass", -1.0]])
+    assert bad_mass["calls"][0][1] != "ok"
+    assert any(f"{body.name}.mass = -1 refused: a mass must lie in" in m["message"] for m in bad_mass["messages"])
+    assert run([[f"{body.name}.mass", float("nan")]])["calls"][0][1] != "ok"
+    triangle = run([[f"{body.name}.inertia[1]", float(J[1] + J[2]) * 1.5]])
+    assert triangle["calls"][0][1] == "ok" and triangle["calls"][-1][0] == "exitInitializationMode"
+    assert triangle["calls"][-1][1] != "ok"
+    assert any(f"{body.name}.inertia" in m["message"] and "triangle inequality" in m["message"]
+               for m in triangle["messages"])
+    # the same entry set beside the others that make it a rigid body again: accepted
+    fine = run([[f"{body.name}.inertia[1]", float(J[1] + J[2]) * 1.5], [f"{body.name}.inertia[2]", float(J[1] + J[2])],
+                [f"{body.name}.inertia[3]", float(J[1] + J[2])], [f"{body.name}.mass", 2.5 * body.mass]],
+               read=f"{body.name}.mass")
+    assert all(c[1] == "ok" for c in fine["calls"][:-1]), fine["calls"]
+    assert fine["read"] == 2.5 * body.mass
+    assert fine["calls"][-1][1] != "ok" and any("fixed parameter" in m["message"] for m in fine["messages"])
+    assert run([["gravity[2]", 1e9]])["calls"][0][1] != "ok"

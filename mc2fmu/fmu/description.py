@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from xml.etree.ElementTree import Element, SubElement, tostring
 from xml.dom.minidom import parseString
 
+from ..mechanics.variants import physical_parameters
+
 #: unit name -> SI base-unit exponents (FMI 2 ``BaseUnit`` attributes)
 UNITS: dict[str, dict[str, int]] = {
     "m": {"m": 1},
@@ -42,6 +44,10 @@ UNITS: dict[str, dict[str, int]] = {
     "m/s2": {"m": 1, "s": -2},
     "rad/s2": {"rad": 1, "s": -2},
     "1/s2": {"s": -2},
+    "kg": {"kg": 1},
+    "kg.m2": {"kg": 1, "m": 2},
+    "N/m": {"kg": 1, "s": -2},
+    "N.s/m": {"kg": 1, "s": -1},
 }
 
 
@@ -54,8 +60,8 @@ class Variable:
     unit: str
     description: str
     start: float | None  # None for calculated outputs
-    role: str  # input | pose | q | qd | envelope | q_start | qd_start | der_q | der_qd | time
-    index: int  # position within its role (input channel, body*7+component, coordinate)
+    role: str  # input | pose | q | qd | envelope | q_start | qd_start | der_q | der_qd | time | physics
+    index: int  # position within its role (input channel, body*7+component, coordinate, physics slot)
     derivative: int | None = None  # a state derivative: the position of its state in the list
 
     def to_dict(self) -> dict:
@@ -87,11 +93,15 @@ def _coordinate_label(artifact, i: int) -> str:
     return f"learnt minimal coordinate {i + 1}" + (" (an angle)" if artifact.angles[i] else "")
 
 
-def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: bool = False) -> list[Variable]:
+def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: bool = False,
+                  physics: bool = False) -> list[Variable]:
     """The FMU's variables in value-reference order.
 
     Without options: the contract (every backend, FMI 2 co-simulation).  ``model_exchange``
-    appends ``der(q[i])`` then ``der(qd[i])``; ``independent_time`` (FMI 3) appends ``time``.
+    appends ``der(q[i])`` then ``der(qd[i])``; ``independent_time`` (FMI 3) appends ``time``;
+    ``physics`` (the native backend, decoder-manifold models) then appends the physical
+    parameters of :func:`mc2fmu.mechanics.variants.physical_parameters`, started at the
+    artifact's mechanism's values.
     """
     mech = artifact.mechanism
     init = artifact.initial_state
@@ -135,7 +145,19 @@ def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: b
                                 "der_qd", i, derivative=pos[f"qd[{i + 1}]"]))
     if independent_time:
         out.append(Variable("time", "independent", "continuous", None, "s", "simulation time", None, "time", 0))
+    if physics:
+        for p in physical_parameters(mech, learned_damping(artifact)):
+            out.append(Variable(p.name, "parameter", "fixed", "exact", p.unit, p.description, float(p.value),
+                                "physics", p.slot))
     return out
+
+
+def learned_damping(artifact) -> tuple[str, ...]:
+    """The recorded springs whose damping a learned law was fitted beside (not parameters)."""
+    laws = getattr(artifact.model, "springs", None)
+    if laws is None or laws.laws is None:
+        return ()
+    return tuple(s.name for s in artifact.mechanism.springs if s.recorded)
 
 
 def me_dependencies(variables: list[Variable]) -> dict[int, tuple[list[int], str]]:

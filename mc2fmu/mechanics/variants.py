@@ -17,7 +17,7 @@ springs' names, bodies and law kind) describes another mechanism, and is refused
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -116,3 +116,137 @@ def differences_table(diffs: list[Difference]) -> list[str]:
     col = max(len("trained"), *(len(d.trained) for d in diffs))
     return [f"  {'parameter':<{width}}  {'trained':<{col}}  variant"] + [
         f"  {d.item:<{width}}  {d.trained:<{col}}  {d.variant}" for d in diffs]
+
+
+# ------------------------------------------------------------------ the FMU's physical parameters
+
+#: slots per body in the parameter vector: mass, com (3), inertia xx, yy, zz, xy, xz, yz
+BODY_SLOTS = 10
+#: the inertia tensor's entries in slot order (after mass and com)
+INERTIA_ENTRIES = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
+
+
+@dataclass(frozen=True)
+class PhysicalParameter:
+    """One physical parameter of an exported model: its FMI name, unit, description, value
+    and its slot in :func:`parameter_vector` (what the generated C reads)."""
+
+    name: str
+    unit: str
+    description: str
+    value: float
+    slot: int
+
+
+def parameter_vector(mechanism: Mechanism) -> np.ndarray:
+    """Every physical parameter of ``mechanism`` in the C code's slot order: per body (in file
+    order) mass, com x/y/z, inertia xx, yy, zz, xy, xz, yz (:data:`BODY_SLOTS`), then gravity
+    x/y/z, then per spring stiffness, damping, length."""
+    out: list[float] = []
+    for b in mechanism.bodies:
+        out += [b.mass, *np.asarray(b.com, dtype=float)] + [float(b.inertia[i, j]) for i, j in INERTIA_ENTRIES]
+    out += [float(g) for g in mechanism.gravity]
+    for s in mechanism.springs:
+        out += [s.stiffness, s.damping, s.length]
+    return np.asarray(out, dtype=np.float64)
+
+
+def parameter_names(mechanism: Mechanism) -> list[str]:
+    """The name of each slot of :func:`parameter_vector`, as :func:`physical_parameters` names
+    the ones it exposes (``<body>.inertia[4..6]`` are xy, xz, yz)."""
+    out: list[str] = []
+    for b in mechanism.bodies:
+        out += [f"{b.name}.mass"] + [f"{b.name}.com[{k + 1}]" for k in range(3)] + \
+            [f"{b.name}.inertia[{k + 1}]" for k in range(len(INERTIA_ENTRIES))]
+    out += [f"gravity[{k + 1}]" for k in range(3)]
+    for s in mechanism.springs:
+        out += [f"{s.name}.stiffness", f"{s.name}.damping", f"{s.name}.length"]
+    return out
+
+
+def principal_inertia(body) -> bool:
+    """Whether ``body``'s inertia is diagonal in its body axes (then 3 parameters, else 6)."""
+    J = np.asarray(body.inertia, dtype=float)
+    return not np.any(J - np.diag(np.diag(J)))
+
+
+def physical_parameters(mechanism: Mechanism, learned_damping: tuple[str, ...] = ()) -> list[PhysicalParameter]:
+    """The parameters a decoder-manifold model's FMU exposes, named as the FMI variables:
+    ``<body>.mass``, ``<body>.com[1..3]``, ``<body>.inertia[1..3]`` (principal values, where the
+    tensor is diagonal) or ``[1..6]`` (xx, yy, zz, xy, xz, yz), ``gravity[1..3]``,
+    ``<spring>.stiffness``, ``<spring>.damping`` (not for the springs in ``learned_damping``,
+    whose learned law was fitted beside their damping) and ``<spring>.length``."""
+    theta = parameter_vector(mechanism)
+    out: list[PhysicalParameter] = []
+    for b, body in enumerate(mechanism.bodies):
+        o = BODY_SLOTS * b
+        out.append(PhysicalParameter(f"{body.name}.mass", "kg", f"mass of {body.name}", theta[o], o))
+        for k in range(3):
+            out.append(PhysicalParameter(f"{body.name}.com[{k + 1}]", "m", f"centre of mass of {body.name}, body "
+                                         f"frame {'xyz'[k]}", theta[o + 1 + k], o + 1 + k))
+        n = 3 if principal_inertia(body) else 6
+        for k in range(n):
+            i, j = INERTIA_ENTRIES[k]
+            what = f"principal moment of inertia about the body {'xyz'[i]} axis" if n == 3 else \
+                f"inertia tensor entry {'xyz'[i]}{'xyz'[j]}"
+            out.append(PhysicalParameter(f"{body.name}.inertia[{k + 1}]", "kg.m2", f"{body.name}: {what}, about "
+                                         "the centre of mass", theta[o + 4 + k], o + 4 + k))
+    g = BODY_SLOTS * len(mechanism.bodies)
+    for k in range(3):
+        out.append(PhysicalParameter(f"gravity[{k + 1}]", "m/s2", f"gravity, global {'xyz'[k]}", theta[g + k], g + k))
+    for s, spring in enumerate(mechanism.springs):
+        o = g + 3 + 3 * s
+        out.append(PhysicalParameter(f"{spring.name}.stiffness", "N/m", f"stiffness of spring {spring.name}"
+                                     + (" (its known linear part; the learned law keeps its coefficients)"
+                                        if spring.recorded else ""), theta[o], o))
+        if spring.name not in learned_damping:
+            out.append(PhysicalParameter(f"{spring.name}.damping", "N.s/m", f"damping of spring {spring.name}",
+                                         theta[o + 1], o + 1))
+        out.append(PhysicalParameter(f"{spring.name}.length", "m", f"rest length of spring {spring.name}",
+                                     theta[o + 2], o + 2))
+    return out
+
+
+def with_parameters(mechanism: Mechanism, values: dict[str, float]) -> Mechanism:
+    """``mechanism`` with some of :func:`physical_parameters` set by name (what an FMU does
+    with the values a host sets); an unknown name is a :class:`ModelError`."""
+    known = {p.name: p.slot for p in physical_parameters(mechanism)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ModelError(f"unknown physical parameters {unknown}; the model has {sorted(known)}")
+    theta = parameter_vector(mechanism)
+    for name, v in values.items():
+        theta[known[name]] = float(v)
+    bodies = []
+    for b, body in enumerate(mechanism.bodies):
+        o = BODY_SLOTS * b
+        J = np.zeros((3, 3))
+        for k, (i, j) in enumerate(INERTIA_ENTRIES):
+            J[i, j] = J[j, i] = theta[o + 4 + k]
+        bodies.append(replace(body, mass=float(theta[o]), com=theta[o + 1:o + 4].copy(), inertia=J))
+    g = BODY_SLOTS * len(mechanism.bodies)
+    springs = [replace(s, stiffness=float(theta[g + 3 + 3 * k]), damping=float(theta[g + 4 + 3 * k]),
+                       length=float(theta[g + 5 + 3 * k])) for k, s in enumerate(mechanism.springs)]
+    return replace(mechanism, bodies=tuple(bodies), gravity=theta[g:g + 3].copy(), springs=tuple(springs))
+
+
+def parameter_settings(exported: Mechanism, variant: Mechanism, exposed: set[str] | list[str],
+                       source: str | os.PathLike, fmu: str) -> tuple[dict[str, float], list[Difference]]:
+    """The FMU parameter values that turn the mechanism an FMU was exported with into
+    ``variant`` (``{name: value}`` for the slots that differ) and the differences, or a
+    :class:`ModelError` naming what no parameter of the FMU (``exposed``) reaches: attachment
+    points, input directions and points, an off-diagonal inertia where the FMU takes principal
+    values, a learned law's damping."""
+    diffs = physical_differences(exported, variant, source)
+    names = parameter_names(exported)
+    old, new = parameter_vector(exported), parameter_vector(variant)
+    values = {names[k]: float(new[k]) for k in np.flatnonzero(~np.isclose(old, new, rtol=1e-12, atol=0.0))}
+    covered = {n.split("[")[0] for n in values}
+    beyond = [d.item for d in diffs if d.item not in covered]
+    beyond += [n for n in values if n not in set(exposed)]
+    if beyond:
+        raise ModelError(f"{source}: changes {', '.join(dict.fromkeys(beyond))}, which {fmu} has no parameter for "
+                         "(its parameters are masses, centres of mass, inertias, gravity and spring constants); "
+                         "export an FMU for this file with `mc2fmu export MODEL --mechanism "
+                         f"{source}`")
+    return values, diffs

@@ -74,13 +74,31 @@ def _exported_physics(path: Path, art: ModelArtifact) -> ModelArtifact:
     return art.for_mechanism(mechanism_from_dict(data, source=source), source)[0]
 
 
+def fmu_parameter_settings(path: Path, art: ModelArtifact, mech, source) -> tuple[dict[str, float], list]:
+    """The FMU's physical parameters to set so that it runs ``mech`` (a physical variant of the
+    mechanism it was exported with; ``art`` has that one's physics) and what differs; an FMU
+    without such parameters (python backend, a model that learnt its dynamics) takes none."""
+    from fmpy import read_model_description
+
+    from ..mechanics.variants import parameter_settings
+
+    exposed = {v.name for v in read_model_description(str(path)).modelVariables
+               if v.causality == "parameter" and not v.name.startswith(("q_start[", "qd_start["))}
+    if not exposed:
+        art.check_mechanism(mech, source, why=f"{path.name} has no physical parameters (only the native backend's "
+                            "FMUs of decoder-manifold models have)", mine=f"the mechanism {path.name} was exported with")
+        return {}, []
+    return parameter_settings(art.mechanism, mech, exposed, source, path.name)
+
+
 def quaternion_outputs(body_names: list[str]) -> list[str]:
     return [f"{b}.{c}" for b in body_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
 
 
 def validate_run(fmu: str | os.PathLike, art: ModelArtifact, mechanism, run_path: str | os.PathLike,
-                 timeout: float | None = None) -> dict[str, Any]:
-    """Simulate the FMU on one reference run; return the comparison (and the series for plots)."""
+                 timeout: float | None = None, parameters: dict[str, float] | None = None) -> dict[str, Any]:
+    """Simulate the FMU on one reference run (``parameters``: FMU parameter values to set
+    besides the start state); return the comparison (and the series for plots)."""
     from ..data.poses import read_run, run_name
     from ..fmu.runner import run_in_subprocess
     from ..mechanics.natural import nc_from_poses
@@ -93,6 +111,7 @@ def validate_run(fmu: str | os.PathLike, art: ModelArtifact, mechanism, run_path
     q0, qd0 = art.initial_state_of(x)
     start = {f"q_start[{i + 1}]": float(q0[i]) for i in range(art.dof)}
     start |= {f"qd_start[{i + 1}]": float(qd0[i]) for i in range(art.dof)}
+    start |= parameters or {}
     bodies = art.mechanism.body_names
     outputs = quaternion_outputs(bodies) + [f"q[{i + 1}]" for i in range(art.dof)] + ["envelope"]
     duration = float(run.t[-1] - run.t[0])
@@ -156,18 +175,19 @@ def validate_fmu(fmu: str | os.PathLike, mechanism_path: str | os.PathLike, run_
     art = fmu_artifact(path)
     art = _exported_physics(path, art)
     mech = load_mechanism(mechanism_path)
-    art.check_mechanism(mech, mechanism_path, why="an FMU runs the physical parameters it was exported with",
-                        mine=f"the mechanism {path.name} was exported with")
+    settings, changed = fmu_parameter_settings(path, art, mech, mechanism_path)
+    if changed:
+        art = art.for_mechanism(mech, mechanism_path)[0]
     problems = [str(p) for p in fmpy_validate(str(path))]
     binaries = fmu_binaries(path)
     problems += [b["problem"] for b in binaries if b["problem"]]
     runs = []
     for k, rp in enumerate(run_paths):
-        runs.append(validate_run(path, art, mech, rp, timeout))
+        runs.append(validate_run(path, art, mech, rp, timeout, parameters=settings))
         if progress:
             progress(k + 1, len(run_paths), runs[-1]["summary"])
     result = {"fmu": str(path), "model_description_problems": problems, "binaries": binaries,
-              "runs": [r["summary"] for r in runs]}
+              "parameters": settings, "changed": [vars(d) for d in changed], "runs": [r["summary"] for r in runs]}
     if report_dir is not None:
         from .report import write_report
 

@@ -57,6 +57,8 @@ from ... import __version__
 from ...errors import ExportError
 from ...files import json_safe, write_zip
 from ...mechanics.natural import poses_from_nc
+from ...mechanics import mechanism as mechanism_limits
+from ...mechanics.variants import BODY_SLOTS, parameter_names, parameter_vector
 from ...mechanics.rotations import matrix_to_quaternion
 from ...models.charted import LocalPcaModel, NodeModel
 from ...models.envelope import LEAVE_THRESHOLD, sample_points
@@ -78,7 +80,8 @@ TOLERANCE = 1e-12  # self-check: max |C - torch| of an output relative to max(1,
 ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "softplus": 2}
 ROLES = {"input": "MC2FMU_ROLE_INPUT", "pose": "MC2FMU_ROLE_POSE", "q": "MC2FMU_ROLE_Q", "qd": "MC2FMU_ROLE_QD",
          "envelope": "MC2FMU_ROLE_ENVELOPE", "q_start": "MC2FMU_ROLE_Q_START", "qd_start": "MC2FMU_ROLE_QD_START",
-         "der_q": "MC2FMU_ROLE_DER_Q", "der_qd": "MC2FMU_ROLE_DER_QD", "time": "MC2FMU_ROLE_TIME"}
+         "der_q": "MC2FMU_ROLE_DER_Q", "der_qd": "MC2FMU_ROLE_DER_QD", "time": "MC2FMU_ROLE_TIME",
+         "physics": "MC2FMU_ROLE_PHYSICS"}
 
 
 def fmi_headers() -> Path:
@@ -134,6 +137,10 @@ def _array(ctype: str, name: str, values, per_line: int = 4, comment: str = "") 
     lines = [", ".join(fmt(v) for v in values[i:i + per_line]) for i in range(0, len(values), per_line)]
     head = f"/* {comment} */\n" if comment else ""
     return f"{head}static const {ctype} {name}[{len(values)}] = {{{note}\n    " + ",\n    ".join(lines) + "\n};"
+
+
+def _strings(name: str, values: list[str]) -> str:
+    return f"static const char *const {name}[{len(values)}] = {{\n    " + ",\n    ".join(map(_c_string, values)) + "\n};"
 
 
 #: eigenvalues of the folded mass matrix below this fraction of the largest are dropped: its own
@@ -262,8 +269,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     n_h = Ws[-1].shape[1]
     SW = model.x_scale[:, None] * Ws[-1]
     x0 = model.x_mean + model.x_scale * bs[-1]
-    G_h = mass_factor(SW.T @ model.M @ SW)
-    g_h = SW.T @ model.f_g
+    G_h = mass_factor(SW.T @ model.M @ SW)  # its rank NK; the C code forms G from the parameters
     B_h = SW.T @ model.f_B.reshape(n_x, n_u) if n_u else np.zeros((n_h, 0))
     C_lr = [low_rank(SW.T @ f_C[k] @ SW) for k in range(n_u)]  # C_i = L_i R_i
     C_rank = [R.shape[0] for _, R in C_lr]
@@ -291,7 +297,15 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_INSTANTIATION_TOKEN": _c_string(token),
         "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_NK": len(G_h), "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
-        "MC2FMU_NT": n_t,
+        "MC2FMU_NT": n_t, "MC2FMU_NPHYS": len(parameter_vector(artifact.mechanism)),
+        "MC2FMU_BODY_SLOTS": BODY_SLOTS, "MC2FMU_MASS_RANK_TOL": _c_double(MASS_RANK_TOL),
+        "MC2FMU_INERTIA_RTOL": _c_double(mechanism_limits.INERTIA_RTOL),
+        "MC2FMU_MIN_MASS": _c_double(mechanism_limits.MIN_MASS), "MC2FMU_MAX_MASS": _c_double(mechanism_limits.MAX_MASS),
+        "MC2FMU_MAX_LENGTH": _c_double(mechanism_limits.MAX_LENGTH),
+        "MC2FMU_MAX_INERTIA": _c_double(mechanism_limits.MAX_INERTIA),
+        "MC2FMU_MAX_GRAVITY": _c_double(mechanism_limits.MAX_GRAVITY),
+        "MC2FMU_MAX_STIFFNESS": _c_double(mechanism_limits.MAX_SPRING["stiffness"]),
+        "MC2FMU_MAX_DAMPING": _c_double(mechanism_limits.MAX_SPRING["damping"]),
         "MC2FMU_NLAW": len(laws), "MC2FMU_LAW_H1": LAW_HIDDEN[0], "MC2FMU_LAW_H2": LAW_HIDDEN[1],
         "MC2FMU_LAW_G_SIZE": _law_size(1), "MC2FMU_LAW_H_SIZE": _law_size(3),
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[model.decoder.activation]} /* {model.decoder.activation} */",
@@ -339,9 +353,11 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         _array("int", "mc2fmu_C_row", C_row, per_line=16, comment="f_C[i], compressed sparse rows, one block of NX + 1 per input"),
         _array("int", "mc2fmu_C_col", C_col, per_line=16),
         _array("double", "mc2fmu_C_val", C_val),
-        _array("double", "mc2fmu_G_h", G_h.ravel(), comment="the output layer folded in (NH = last hidden width): "
-               "A = W_L^T S M S W_L = G^T G, G row-major (NK x NH)"),
-        _array("double", "mc2fmu_g_h", g_h, comment="g = W_L^T S f_g"),
+        _array("double", "mc2fmu_phys_start", parameter_vector(artifact.mechanism),
+               comment="the physical parameters' start values (NPHYS): per body mass, com x y z, inertia xx yy zz "
+               "xy xz yz; gravity x y z; per spring stiffness, damping, rest length.  From them mc2fmu_physics_apply "
+               "forms the output layer folded in (NH = last hidden width): A = W_L^T S M S W_L = G^T G "
+               "(G: NK x NH) and g = W_L^T S f_g"),
         _array("double", "mc2fmu_B_h", B_h.ravel() if n_u else [], comment="B = W_L^T S f_B, row-major (NH x NU)"),
         _array("int", "mc2fmu_C_off", C_off, per_line=16,
                comment="C_i = W_L^T S f_C[i] S W_L = L_i R_i of rank k_i: rows C_off[i] .. C_off[i + 1] - 1 of CR, CL"),
@@ -356,9 +372,6 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
             _array("double", "mc2fmu_P_h", P_h.ravel(), comment="springs (NS) folded like the output layer: "
                    "d_s = P_s h + p_s, P_s = D_s S W_L (3 x NH, row-major)"),
             _array("double", "mc2fmu_p_h", p_h.ravel(), per_line=3, comment="p_s = D_s (x_mean + S b_L) + e_s"),
-            _array("double", "mc2fmu_spring_k", sp.k, comment="stiffness k_s, N/m"),
-            _array("double", "mc2fmu_spring_c", sp.c, comment="damping c_s, N s/m"),
-            _array("double", "mc2fmu_spring_L0", sp.L0, comment="rest length L0_s, m"),
         ]
     if laws:
         law_of = [-1] * n_s
@@ -424,6 +437,8 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),
         _array("double", "mc2fmu_body_length", [b.length for b in bodies]),
         _array("double", "mc2fmu_body_com", [c for b in bodies for c in b.com], per_line=3),
+        _strings("mc2fmu_body_names", [b.name for b in bodies]),
+        _strings("mc2fmu_phys_names", parameter_names(artifact.mechanism)),
         _array("double", "mc2fmu_env_lo", env.lower, comment="training envelope of q, qd, u (INFINITY: unbounded)"),
         _array("double", "mc2fmu_env_hi", env.upper),
     ]
@@ -725,7 +740,8 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     :func:`mc2fmu.fmu.platforms.resolve` (default: every platform with a toolchain here)."""
     me, cs = interface in ("me", "both"), interface in ("cs", "both")
     manifold_model(artifact)
-    variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3)
+    variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3,
+                              physics=artifact.model.kind == "manifold")
     ident = model_identifier(artifact.mechanism.name)
     token = instantiation_token(model_dir, fmi_version, interface, artifact.mechanism)
     sources = work / "sources"

@@ -159,7 +159,8 @@ MC2FMU_STATIC void MC2FMU_(decode)(const mc2fmu_real *q, mc2fmu_real *x) {
    A = W_L^T S M S W_L, g = W_L^T S f_g, B = W_L^T S f_B, C_i = W_L^T S f_C[i] S W_L = L_i R_i (low rank),
    c_i = W_L^T S f_C[i] (x_mean + S b_L):
      M_m = Jh^T A Jh,  f_m = Jh^T (g + B u + sum_i u_i (C_i h + c_i)),  J^T M (H : v v) = (A Jh)^T (Hh : v v),
-   with A = G^T G (G: NK x NH, NK the rank of A, the decoder's output span; mass_factor in native.py),
+   with A = G^T G (G: NK x NH, NK the rank of the exported model's A, the decoder's output span; formed from the
+   physical parameters by mc2fmu_physics_form in mc2fmu_native.h, as mass_factor in native.py at export),
    so a step never forms the NX-dimensional output; x (value only) is formed for the poses.
    Spring s (if MC2FMU_NS > 0) spans d_s = D_s x + e_s = P_s h + p_s with P_s = D_s S W_L and
    p_s = D_s (x_mean + S b_L) + e_s; with l = |d_s|, n = d_s / l and sg_s = Jh^T P_s^T n:
@@ -174,6 +175,7 @@ MC2FMU_STATIC void MC2FMU_(decode)(const mc2fmu_real *q, mc2fmu_real *x) {
    same quantity in another order of summation. */
 
 typedef struct {
+    const mc2fmu_physics *ph;                   /* G, g and the spring constants (the physical parameters) */
     mc2fmu_real GJ[MC2FMU_NQ][MC2FMU_NK];       /* G Jh, by column of Jh (A = G^T G) */
     mc2fmu_real Mm[MC2FMU_NQ2];                 /* Jh^T A Jh */
     mc2fmu_real fm[MC2FMU_NQ];                  /* J^T f */
@@ -268,7 +270,7 @@ MC2FMU_STATIC void MC2FMU_(eval_springs)(MC2FMU_(rows) Z, MC2FMU_(terms) *T) {
             for (n = 0; n < MC2FMU_NH; n++) acc += Z[1 + j][n] * w[n];
             T->sg[s][j] = acc;
         }
-        T->sk[s] = mc2fmu_spring_k[s] * (l - mc2fmu_spring_L0[s]);
+        T->sk[s] = T->ph->spring[3 * s] * (l - T->ph->spring[3 * s + 2]);
 #if MC2FMU_NLAW > 0
         T->sl[s] = l;
         T->sgl[s] = mc2fmu_law_of_spring[s] >= 0 ? MC2FMU_(law_elastic)(mc2fmu_law_of_spring[s], l) : 0.0;
@@ -352,7 +354,7 @@ MC2FMU_STATIC void MC2FMU_(eval_geometry)(const mc2fmu_real *q, MC2FMU_(terms) *
     /* G Jh, a dot product per row of G */
     for (j = 0; j < MC2FMU_NQ; j++)
         for (m = 0; m < MC2FMU_NK; m++) {
-            const double *MC2FMU_RESTRICT g = mc2fmu_G_h + (size_t)m * MC2FMU_NH;
+            const double *MC2FMU_RESTRICT g = T->ph->G + (size_t)m * MC2FMU_NH;
             mc2fmu_real s = 0.0;
             for (n = 0; n < MC2FMU_NH; n++) s += g[n] * Z[1 + j][n];
             T->GJ[j][m] = s;
@@ -396,7 +398,7 @@ MC2FMU_STATIC void MC2FMU_(eval_terms)(const mc2fmu_real *q, const mc2fmu_real *
     for (n = 0; n < MC2FMU_NH; n++) {
         mc2fmu_real s = 0.0;
         for (k = 0; k < MC2FMU_NU; k++) s += u[k] * mc2fmu_B_h[n * MC2FMU_NU1 + k];
-        y[n] = mc2fmu_g_h[n] + s;
+        y[n] = T->ph->g[n] + s;
     }
     for (k = 0; k < MC2FMU_NU; k++) {  /* C_k h = L_k (R_k h), rank k_k */
         const double *MC2FMU_RESTRICT c = mc2fmu_c_h + (size_t)k * MC2FMU_NH;
@@ -455,7 +457,7 @@ MC2FMU_STATIC void MC2FMU_(spring_force)(const MC2FMU_(terms) *T, const mc2fmu_r
     for (s = 0; s < MC2FMU_NS; s++) {
         mc2fmu_real ldot = 0.0, tension;
         for (j = 0; j < MC2FMU_NQ; j++) ldot += T->sg[s][j] * v[j];
-        tension = T->sk[s] + mc2fmu_spring_c[s] * ldot;
+        tension = T->sk[s] + T->ph->spring[3 * s + 1] * ldot;
 #if MC2FMU_NLAW > 0
         if (mc2fmu_law_of_spring[s] >= 0) /* the learned law, added as numpy adds it */
             tension = tension + (T->sgl[s] + ldot * MC2FMU_(law_damping)(mc2fmu_law_of_spring[s], T->sl[s], ldot));
@@ -510,7 +512,7 @@ MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v
         }
 #endif
     for (k = 0; k < MC2FMU_NK; k++) {  /* G (Hh : v v) */
-        const double *MC2FMU_RESTRICT g = mc2fmu_G_h + (size_t)k * MC2FMU_NH;
+        const double *MC2FMU_RESTRICT g = T->ph->G + (size_t)k * MC2FMU_NH;
         mc2fmu_real s = 0.0;
         for (n = 0; n < MC2FMU_NH; n++) s += g[n] * hv[n];
         ghv[k] = s;

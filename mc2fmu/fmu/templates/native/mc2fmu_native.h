@@ -55,7 +55,8 @@ __asm__(".symver log, log@" MC2FMU_GLIBC_BASE);
 #endif
 
 enum { MC2FMU_ROLE_INPUT, MC2FMU_ROLE_POSE, MC2FMU_ROLE_Q, MC2FMU_ROLE_QD, MC2FMU_ROLE_ENVELOPE,
-       MC2FMU_ROLE_Q_START, MC2FMU_ROLE_QD_START, MC2FMU_ROLE_DER_Q, MC2FMU_ROLE_DER_QD, MC2FMU_ROLE_TIME };
+       MC2FMU_ROLE_Q_START, MC2FMU_ROLE_QD_START, MC2FMU_ROLE_DER_Q, MC2FMU_ROLE_DER_QD, MC2FMU_ROLE_TIME,
+       MC2FMU_ROLE_PHYSICS };
 
 typedef struct {
     const char *name;
@@ -123,6 +124,198 @@ enum { MC2FMU_INSTANTIATED, MC2FMU_INITIALIZATION, MC2FMU_EVENT, MC2FMU_CONTINUO
 #define MC2FMU_INLINE static inline
 #define MC2FMU_UNUSED
 #endif
+
+/* ------------------------------------------------------------------ the physical parameters
+
+   mc2fmu_phys_start (NPHYS): per body (MC2FMU_BODY_SLOTS) mass, com x y z (body frame),
+   inertia xx yy zz xy xz yz (about the COM, body axes); gravity x y z; per spring stiffness,
+   damping, rest length (mc2fmu.mechanics.variants.parameter_vector).  The NC mass matrix is
+   linear in each body's mass, mass times COM offset and second moment
+   (mc2fmu.mechanics.natural.body_mass_block, the trained layout's points), gravity's force is
+   f_g = M (g on every point), and the springs' constants enter the tension alone.  So new
+   parameters are a new A = W_L^T S M S W_L = G^T G and g = W_L^T S f_g, formed once when they
+   are set (pivoted Cholesky with the exported model's rank NK: the rows a step reads) and
+   read by every step as the exported values were: a step costs the same with any parameters. */
+
+#define MC2FMU_NS1 (MC2FMU_NS > 0 ? MC2FMU_NS : 1)
+#define MC2FMU_PHYS_GRAVITY (MC2FMU_BODY_SLOTS * MC2FMU_NB)
+#define MC2FMU_PHYS_SPRINGS (MC2FMU_PHYS_GRAVITY + 3)
+
+typedef struct {
+    double G[MC2FMU_NK * MC2FMU_NH];    /* A = G^T G, row-major (NK x NH) */
+    double g[MC2FMU_NH];                /* g = W_L^T S f_g */
+    double spring[3 * MC2FMU_NS1];      /* per spring: k, c, L0 */
+} mc2fmu_physics;
+
+/* what one parameter value must satisfy on its own: 0 if it does, else 1 with the reason in
+   why; the limits are the mechanism file's (mc2fmu/mechanics/mechanism.py) */
+static int mc2fmu_slot_problem(int slot, double v, char *why, size_t n) {
+    if (!isfinite(v)) return snprintf(why, n, "it must be finite"), 1;
+    if (slot < MC2FMU_PHYS_GRAVITY) {
+        const int k = slot % MC2FMU_BODY_SLOTS;
+        if (k == 0) {
+            if (v >= MC2FMU_MIN_MASS && v <= MC2FMU_MAX_MASS) return 0;
+            return snprintf(why, n, "a mass must lie in [%g, %g] kg", MC2FMU_MIN_MASS, MC2FMU_MAX_MASS), 1;
+        }
+        if (k < 4) {
+            if (fabs(v) <= MC2FMU_MAX_LENGTH) return 0;
+            return snprintf(why, n, "a centre of mass must lie within %g m of the body origin", MC2FMU_MAX_LENGTH), 1;
+        }
+        if (k < 7 && v < 0.0) return snprintf(why, n, "a principal moment of inertia must be >= 0"), 1;
+        if (fabs(v) <= MC2FMU_MAX_INERTIA) return 0;
+        return snprintf(why, n, "an inertia entry must be at most %g kg m^2 in magnitude", MC2FMU_MAX_INERTIA), 1;
+    }
+    if (slot < MC2FMU_PHYS_SPRINGS) {
+        if (fabs(v) <= MC2FMU_MAX_GRAVITY) return 0;
+        return snprintf(why, n, "gravity must be at most %g m/s^2 in magnitude", MC2FMU_MAX_GRAVITY), 1;
+    }
+    switch ((slot - MC2FMU_PHYS_SPRINGS) % 3) {
+    case 0:
+        if (v >= 0.0 && v <= MC2FMU_MAX_STIFFNESS) return 0;
+        return snprintf(why, n, "a stiffness must lie in [0, %g] N/m", MC2FMU_MAX_STIFFNESS), 1;
+    case 1:
+        if (v >= 0.0 && v <= MC2FMU_MAX_DAMPING) return 0;
+        return snprintf(why, n, "a damping must lie in [0, %g] N s/m", MC2FMU_MAX_DAMPING), 1;
+    default:
+        if (v > 0.0 && v <= MC2FMU_MAX_LENGTH) return 0;
+        return snprintf(why, n, "a rest length must lie in (0, %g] m", MC2FMU_MAX_LENGTH), 1;
+    }
+}
+
+/* the parameters taken together: each value, then each body's inertia, a rigid body's (the
+   second moment S = tr(J)/2 I - J positive semi-definite: J >= 0 with the triangle inequalities
+   J1 <= J2 + J3, all principal minors of S >= 0 to INERTIA_RTOL); 0 if they hold, else 1 with
+   the message in msg */
+static int mc2fmu_physics_problem(const double *th, char *msg, size_t n) {
+    int b, k;
+    for (k = 0; k < MC2FMU_NPHYS; k++) {
+        char why[160];
+        if (mc2fmu_slot_problem(k, th[k], why, sizeof why)) {
+            snprintf(msg, n, "%s = %.17g: %s", mc2fmu_phys_names[k], th[k], why);
+            return 1;
+        }
+    }
+    for (b = 0; b < MC2FMU_NB; b++) {
+        const double *J = th + MC2FMU_BODY_SLOTS * b + 4; /* xx yy zz xy xz yz */
+        const double tr = J[0] + J[1] + J[2];
+        const double S00 = 0.5 * tr - J[0], S11 = 0.5 * tr - J[1], S22 = 0.5 * tr - J[2];
+        const double S01 = -J[3], S02 = -J[4], S12 = -J[5];
+        double scale = 0.0, tol;
+        for (k = 0; k < 6; k++) scale = fmax(scale, fabs(J[k]));
+        tol = MC2FMU_INERTIA_RTOL * scale;
+        if (S00 < -tol || S11 < -tol || S22 < -tol || S00 * S11 - S01 * S01 < -tol * scale ||
+            S00 * S22 - S02 * S02 < -tol * scale || S11 * S22 - S12 * S12 < -tol * scale ||
+            S00 * (S11 * S22 - S12 * S12) - S01 * (S01 * S22 - S12 * S02) + S02 * (S01 * S12 - S11 * S02) <
+                -tol * scale * scale) {
+            snprintf(msg, n, "%s.inertia [xx yy zz xy xz yz] = [%.6g %.6g %.6g %.6g %.6g %.6g] kg m^2 is no rigid "
+                     "body's: its principal moments must be >= 0 and satisfy the triangle inequality J1 <= J2 + J3 "
+                     "(check the values and the axes)", mc2fmu_body_names[b], J[0], J[1], J[2], J[3], J[4], J[5]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* G, g and the spring constants from the parameters th (already checked); work: NH x NH scratch.
+   Returns the part of A the NK rows of G leave out, relative to A's largest diagonal entry
+   (0 when the rank fits) */
+static double mc2fmu_physics_form(const double *th, mc2fmu_physics *ph, double *work) {
+    const double *WL = mc2fmu_WT[MC2FMU_NL - 1]; /* NH x NX */
+    double *A = work, d0 = 0.0, rest = 0.0;
+    double diag[MC2FMU_NH];
+    int pivoted[MC2FMU_NH];
+    int b, a, i, j, l, n, m, r, t;
+    memset(A, 0, sizeof(double) * MC2FMU_NH * MC2FMU_NH);
+    memset(ph, 0, sizeof *ph);
+    for (b = 0; b < MC2FMU_NB; b++) {
+        const double *p = th + MC2FMU_BODY_SLOTS * b, *J = p + 4, L = mc2fmu_body_length[b];
+        const double mass = p[0], tr = J[0] + J[1] + J[2];
+        const int o = mc2fmu_body_offset[b];
+        double St[3][3], d[3], Ab[4][4], rows[4], s1[3], s1sum = 0.0, musum = 0.0;
+        /* body_mass_block: St = S / L^2, d = (com - layout com) / L, Sig = St + m d d^T, mu = m d */
+        St[0][0] = (0.5 * tr - J[0]) / (L * L);
+        St[1][1] = (0.5 * tr - J[1]) / (L * L);
+        St[2][2] = (0.5 * tr - J[2]) / (L * L);
+        St[0][1] = St[1][0] = -J[3] / (L * L);
+        St[0][2] = St[2][0] = -J[4] / (L * L);
+        St[1][2] = St[2][1] = -J[5] / (L * L);
+        for (i = 0; i < 3; i++) d[i] = (p[1 + i] - mc2fmu_body_com[3 * b + i]) / L;
+        for (i = 0; i < 3; i++) {
+            s1[i] = 0.0;
+            for (j = 0; j < 3; j++) {
+                Ab[1 + i][1 + j] = St[i][j] + mass * d[i] * d[j];
+                s1[i] += Ab[1 + i][1 + j];
+            }
+            s1sum += s1[i];
+            musum += mass * d[i];
+        }
+        Ab[0][0] = mass - 2.0 * musum + s1sum;
+        for (i = 0; i < 3; i++) Ab[0][1 + i] = Ab[1 + i][0] = mass * d[i] - s1[i];
+        for (j = 0; j < 4; j++) {
+            rows[j] = 0.0;
+            for (l = 0; l < 4; l++) rows[j] += Ab[j][l];
+        }
+        for (a = 0; a < 3; a++) {
+            /* R_j = (S W_L) row of point j, axis a; A += R^T Ab R; g += R^T (rowsum(Ab) g_a) */
+            double R[4][MC2FMU_NH], T[4][MC2FMU_NH];
+            for (j = 0; j < 4; j++) {
+                const int x = o + 3 * j + a;
+                for (n = 0; n < MC2FMU_NH; n++) R[j][n] = mc2fmu_x_scale[x] * WL[(size_t)n * MC2FMU_NX + x];
+            }
+            for (j = 0; j < 4; j++)
+                for (n = 0; n < MC2FMU_NH; n++) {
+                    double acc = 0.0;
+                    for (l = 0; l < 4; l++) acc += Ab[j][l] * R[l][n];
+                    T[j][n] = acc;
+                }
+            for (n = 0; n < MC2FMU_NH; n++)
+                for (m = n; m < MC2FMU_NH; m++) {
+                    double acc = 0.0;
+                    for (j = 0; j < 4; j++) acc += R[j][n] * T[j][m];
+                    A[n * MC2FMU_NH + m] += acc;
+                }
+            for (n = 0; n < MC2FMU_NH; n++) {
+                double acc = 0.0;
+                for (j = 0; j < 4; j++) acc += R[j][n] * rows[j];
+                ph->g[n] += acc * th[MC2FMU_PHYS_GRAVITY + a];
+            }
+        }
+    }
+    for (n = 0; n < MC2FMU_NH; n++) {
+        for (m = 0; m < n; m++) A[n * MC2FMU_NH + m] = A[m * MC2FMU_NH + n];
+        diag[n] = A[n * MC2FMU_NH + n];
+        pivoted[n] = 0;
+        d0 = fmax(d0, diag[n]);
+    }
+    /* A = G^T G by the pivoted (outer-product) Cholesky factorisation, NK rows at most: row r
+       pivots on the largest remaining diagonal entry; entries below MASS_RANK_TOL of the
+       largest are the rank deficiency mc2fmu.fmu.backends.native.mass_factor leaves out too */
+    for (r = 0; r < MC2FMU_NK && d0 > 0.0; r++) {
+        double *G = ph->G + (size_t)r * MC2FMU_NH, piv;
+        int p = -1;
+        for (n = 0; n < MC2FMU_NH; n++)
+            if (!pivoted[n] && (p < 0 || diag[n] > diag[p])) p = n;
+        if (p < 0 || !(diag[p] > MC2FMU_MASS_RANK_TOL * d0)) break;
+        piv = sqrt(diag[p]);
+        pivoted[p] = 1;
+        for (n = 0; n < MC2FMU_NH; n++) {
+            double acc;
+            if (pivoted[n] && n != p) continue; /* G[r][n] = 0 */
+            if (n == p) { G[n] = piv; continue; }
+            acc = A[p * MC2FMU_NH + n];
+            for (t = 0; t < r; t++) acc -= ph->G[(size_t)t * MC2FMU_NH + p] * ph->G[(size_t)t * MC2FMU_NH + n];
+            G[n] = acc / piv;
+            diag[n] -= G[n] * G[n];
+        }
+    }
+    if (d0 > 0.0)
+        for (n = 0; n < MC2FMU_NH; n++)
+            if (!pivoted[n]) rest = fmax(rest, diag[n] / d0);
+#if MC2FMU_NS > 0
+    for (i = 0; i < 3 * MC2FMU_NS; i++) ph->spring[i] = th[MC2FMU_PHYS_SPRINGS + i];
+#endif
+    return rest;
+}
 
 /* the numerics in double precision: mc2fmu_decode, mc2fmu_eval_terms, mc2fmu_acceleration, ... */
 #define mc2fmu_real double
@@ -216,6 +409,7 @@ typedef struct {
 #endif
     double u[MC2FMU_NU1];
     double q_start[MC2FMU_NQ], qd_start[MC2FMU_NQ];
+    double phys[MC2FMU_NPHYS];          /* the physical parameters (mc2fmu_phys_start) */
     double q_out[MC2FMU_NQ], qd_out[MC2FMU_NQ]; /* co-simulation outputs at the communication time */
     double xs[2 * MC2FMU_NQ];           /* model exchange: the continuous states q, qd */
     double envelope;
@@ -246,6 +440,11 @@ struct mc2fmu_core {
     int pose_valid;
     double pose[7 * MC2FMU_NB];
     mc2fmu_terms T;
+    mc2fmu_physics ph;                  /* formed from ph_theta (T.ph points here) */
+    double ph_theta[MC2FMU_NPHYS];      /* the parameters ph was formed from, if ph_formed */
+    int ph_formed, ph_ok;               /* ph_ok: s.phys are a rigid mechanism's, and ph is theirs */
+    char ph_problem[MC2FMU_MESSAGE];    /* ... if not, why */
+    double ph_work[MC2FMU_NH * MC2FMU_NH];
 #if MC2FMU_HAS_DIRECTIONAL
     mc2fmu_cs_terms Tc;                 /* the complex-step twin of T (directional derivatives) */
 #endif
@@ -291,6 +490,43 @@ static const char *mc2fmu_repr(double v, char *buf, size_t n) {
     return buf;
 }
 
+/* the largest part of A (relative to its largest diagonal entry) that the NK rows of G may leave
+   out: more means the parameters give mass to directions the exported model's mass matrix had
+   none in (a rod or plate given inertia about its free axis) */
+#define MC2FMU_RANK_EXCESS 1e-9
+
+/* ph for the parameters s.phys, formed when they changed; ph_ok and ph_problem say whether
+   they describe a rigid mechanism this build can run */
+static void mc2fmu_physics_update(mc2fmu_core *c) {
+    double rest;
+    if (c->ph_formed && memcmp(c->ph_theta, c->s.phys, sizeof c->ph_theta) == 0) return;
+    memcpy(c->ph_theta, c->s.phys, sizeof c->ph_theta);
+    c->ph_formed = 1;
+    c->T.valid = 0;
+#if MC2FMU_HAS_DIRECTIONAL
+    c->Tc.valid = 0;
+#endif
+    c->ph_ok = 0;
+    if (mc2fmu_physics_problem(c->s.phys, c->ph_problem, sizeof c->ph_problem)) return;
+    rest = mc2fmu_physics_form(c->s.phys, &c->ph, c->ph_work);
+    if (!(rest <= MC2FMU_RANK_EXCESS)) {
+        snprintf(c->ph_problem, sizeof c->ph_problem, "these masses and inertias put %.2g of the mass matrix in "
+                 "directions the exported model's has none in (a rod or a plate given inertia about its free axis); "
+                 "export the model for them with `mc2fmu export MODEL --mechanism VARIANT.toml`", rest);
+        return;
+    }
+    c->ph_ok = 1;
+}
+
+/* before an evaluation of the dynamics: an error with the reason if the parameters cannot run */
+static int mc2fmu_physics_ready(mc2fmu_core *c, const char *fn) {
+    char msg[MC2FMU_MESSAGE];
+    mc2fmu_physics_update(c);
+    if (c->ph_ok) return MC2FMU_OK;
+    snprintf(msg, sizeof msg, "%s: the physical parameters are refused: %.300s", fn, c->ph_problem);
+    return mc2fmu_fail(c, msg);
+}
+
 static void mc2fmu_reset(mc2fmu_core *c) {
     int i, v;
     memset(&c->s, 0, sizeof c->s);
@@ -308,8 +544,10 @@ static void mc2fmu_reset(mc2fmu_core *c) {
         else if (var->role == MC2FMU_ROLE_Q_START) c->s.q_start[var->index] = var->start;
         else if (var->role == MC2FMU_ROLE_QD_START) c->s.qd_start[var->index] = var->start;
     }
+    memcpy(c->s.phys, mc2fmu_phys_start, sizeof c->s.phys);
     c->s.phase = MC2FMU_INSTANTIATED;
     c->pose_valid = 0;
+    mc2fmu_physics_update(c);
 }
 
 /* a new instance's core (zeroed by the caller): its FMI version and interface, the FMI glue's
@@ -321,6 +559,11 @@ static void mc2fmu_init(mc2fmu_core *c, int fmi, int interface, int logging_on, 
     c->log = log;
     c->glue = glue;
     c->saved = NULL;
+    c->T.ph = &c->ph;
+#if MC2FMU_HAS_DIRECTIONAL
+    c->Tc.ph = &c->ph;
+#endif
+    c->ph_formed = 0;
     mc2fmu_reset(c);
 }
 
@@ -653,7 +896,8 @@ static int mc2fmu_check_start(mc2fmu_core *c, const char *fn) {
 static int mc2fmu_exit_initialization(mc2fmu_core *c, const char *fn) {
     char msg[MC2FMU_MESSAGE];
     int i, finite = 1;
-    if (mc2fmu_begin(c, MC2FMU_CALL_EXIT_INIT, fn) || mc2fmu_check_start(c, fn)) return MC2FMU_ERROR;
+    if (mc2fmu_begin(c, MC2FMU_CALL_EXIT_INIT, fn) || mc2fmu_physics_ready(c, fn) || mc2fmu_check_start(c, fn))
+        return MC2FMU_ERROR;
     c->s.time = c->s.t0;
     c->pose_valid = 0;
     if (c->interface == MC2FMU_ME) {
@@ -856,7 +1100,7 @@ static int mc2fmu_derivatives(mc2fmu_core *c, const char *fn, double *dx, size_t
     char msg[MC2FMU_MESSAGE];
     int i;
     if (mc2fmu_begin(c, MC2FMU_CALL_GET_DERIVATIVES, fn) || mc2fmu_null(c, fn, "the derivatives", dx, nx) ||
-        mc2fmu_check_nx(c, fn, nx))
+        mc2fmu_check_nx(c, fn, nx) || mc2fmu_physics_ready(c, fn))
         return MC2FMU_ERROR;
     mc2fmu_rhs(c, mc2fmu_cur_q(c), mc2fmu_cur_qd(c), qdd);
     for (i = 0; i < MC2FMU_NQ; i++) {
@@ -932,6 +1176,7 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     case MC2FMU_ROLE_INPUT: *value = c->s.u[var->index]; break;
     case MC2FMU_ROLE_Q_START: *value = c->s.q_start[var->index]; break;
     case MC2FMU_ROLE_QD_START: *value = c->s.qd_start[var->index]; break;
+    case MC2FMU_ROLE_PHYSICS: *value = c->s.phys[var->index]; break;
     case MC2FMU_ROLE_Q: *value = mc2fmu_cur_q(c)[var->index]; break;
     case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: *value = mc2fmu_cur_qd(c)[var->index]; break;
     case MC2FMU_ROLE_TIME: *value = c->s.time; break;
@@ -962,6 +1207,7 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
         break;
     case MC2FMU_ROLE_DER_QD: {
         double qdd[MC2FMU_NQ];
+        if (mc2fmu_physics_ready(c, var->name)) return MC2FMU_ERROR;
         mc2fmu_rhs(c, mc2fmu_cur_q(c), mc2fmu_cur_qd(c), qdd);
         *value = qdd[var->index];
         break;
@@ -1017,7 +1263,7 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
     size_t k;
     if (mc2fmu_begin(c, MC2FMU_CALL_DIRECTIONAL, fn) || mc2fmu_null(c, fn, "the unknowns", unknowns, n_unknown) ||
         mc2fmu_null(c, fn, "the sensitivities", sens, n_unknown) || mc2fmu_null(c, fn, "the knowns", knowns, n_known) ||
-        mc2fmu_null(c, fn, "the seed", seed, n_known))
+        mc2fmu_null(c, fn, "the seed", seed, n_known) || mc2fmu_physics_ready(c, fn))
         return MC2FMU_ERROR;
 #if MC2FMU_HAS_DIRECTIONAL
     double dq[MC2FMU_NQ] = {0}, dqd[MC2FMU_NQ] = {0}, du[MC2FMU_NU1] = {0}, scale = 0.0;
@@ -1132,14 +1378,23 @@ static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
         }
         c->s.u[var->index] = value;
         break;
-    case MC2FMU_ROLE_Q_START: case MC2FMU_ROLE_QD_START:
+    case MC2FMU_ROLE_Q_START: case MC2FMU_ROLE_QD_START: case MC2FMU_ROLE_PHYSICS:
         if (!before_init) {
             snprintf(msg, sizeof msg, "%s cannot be changed after initialisation: it is a fixed parameter (set it "
                      "before exitInitializationMode, or reset the FMU)", var->name);
             return mc2fmu_fail(c, msg);
         }
         if (var->role == MC2FMU_ROLE_Q_START) c->s.q_start[var->index] = value;
-        else c->s.qd_start[var->index] = value;
+        else if (var->role == MC2FMU_ROLE_QD_START) c->s.qd_start[var->index] = value;
+        else {
+            char why[160];
+            if (mc2fmu_slot_problem(var->index, value, why, sizeof why)) {
+                snprintf(msg, sizeof msg, "%s = %s refused: %s", var->name, mc2fmu_repr(value, b, sizeof b), why);
+                return mc2fmu_fail(c, msg);
+            }
+            c->s.phys[var->index] = value; /* the body's inertia as a whole is checked at initialisation */
+            mc2fmu_physics_update(c);
+        }
         break;
     case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD:
         if (c->fmi == 3 && c->interface == MC2FMU_ME &&
@@ -1228,8 +1483,12 @@ static const char *mc2fmu_state_problem(const mc2fmu_core *c, const mc2fmu_state
     if ((s->warned != 0 && s->warned != 1) || (s->failed != 0 && s->failed != 1)) return "corrupt flags";
     if (memchr(s->failure, 0, sizeof s->failure) == NULL) return "an unterminated message";
     if (!mc2fmu_all_finite(s->u, MC2FMU_NU1) || !mc2fmu_all_finite(s->q_start, MC2FMU_NQ) ||
-        !mc2fmu_all_finite(s->qd_start, MC2FMU_NQ))
+        !mc2fmu_all_finite(s->qd_start, MC2FMU_NQ) || !mc2fmu_all_finite(s->phys, MC2FMU_NPHYS))
         return "non-finite inputs or parameters";
+    if (running) {
+        char why[MC2FMU_MESSAGE];
+        if (mc2fmu_physics_problem(s->phys, why, sizeof why)) return "physical parameters no rigid mechanism has";
+    }
     if (!(s->envelope >= 0.0)) return "a negative or NaN envelope distance";
     if (running && c->interface == MC2FMU_ME && !mc2fmu_all_finite(s->xs, 2 * MC2FMU_NQ)) return "non-finite states";
     if (running && c->interface == MC2FMU_CS) {
@@ -1352,6 +1611,8 @@ static int mc2fmu_set_fmu_state(mc2fmu_core *c, const char *fn, const void *stat
     if (!(link = mc2fmu_find_saved(c, state))) return mc2fmu_unknown_state(c, fn);
     memcpy(&c->s, &(*link)->s, sizeof c->s);
     c->pose_valid = 0;
+    mc2fmu_physics_update(c);
+    if (mc2fmu_running(c) && !c->ph_ok) return mc2fmu_physics_ready(c, fn);
     return MC2FMU_OK;
 }
 
@@ -1423,8 +1684,14 @@ int mc2fmu_selftest(const double *q, const double *qd, const double *u, const do
                     double *H, double *x_value, double *qdd, double *q_next, double *pose, double *spring) {
     static mc2fmu_terms T;
     static mc2fmu_layer_buf A, B;
+    static mc2fmu_physics P;
+    static double work[MC2FMU_NH * MC2FMU_NH];
     mc2fmu_rows Z;
     int i, n, j;
+    if (!T.ph) { /* the exported parameters */
+        mc2fmu_physics_form(mc2fmu_phys_start, &P, work);
+        T.ph = &P;
+    }
     /* the decoder's full output (x, J, H), which the dynamics never form */
     Z = mc2fmu_network(q, A, B, MC2FMU_P);
     for (n = 0; n < MC2FMU_NX; n++) {
