@@ -179,8 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "trained model directory -> FMU (FMI 2.0/3.0, co-simulation/model exchange)", EXPORT_HELP)
     p.add_argument("model", **model_dir)
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write (OUT.casadi with --format casadi)")
-    p.add_argument("--format", default="fmu", choices=("fmu", "casadi"),
-                   help="fmu (default), or casadi: the reduced ODE as a CasADi function for MPC (needs casadi)")
+    p.add_argument("--format", default="fmu", choices=("fmu", "modelica", "casadi"),
+                   help="fmu (default); modelica: one self-contained NAME.mo, model NAME, the reduced dynamics as "
+                        "equations with the physical parameters as parameters (-o NAME.mo; decoder-manifold models); "
+                        "casadi: the reduced ODE as a CasADi function for MPC (needs casadi)")
     p.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
                    help="; ".join(f"{k}: {v[0]} (models of: {', '.join(v[3])})" for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
     p.add_argument("--fmi", **fmi)
@@ -261,7 +263,10 @@ The FMU's variables (a public contract):
   outputs     <body>.x .y .z (body-frame origin, m), <body>.qw .qx .qy .qz (unit
               quaternion, scalar first), q[i], qd[i] (i = 1..dof), envelope (0 inside
               the training envelope; else the excursion in training spans)
-  parameters  q_start[i], qd_start[i] (default: the first training run's initial state)
+  parameters  q_start[i], qd_start[i] (default: the first training run's initial state);
+              native backend, decoder-manifold models: <body>.mass, <body>.com[1..3],
+              <body>.inertia[1..3 or 1..6], gravity[1..3], <spring>.stiffness .damping
+              .length (default: the mechanism exported; --mechanism VARIANT.toml sets them)
 
 Internally the model steps on a fixed grid (the training step) with the map it was
 trained with; any communication step works (outputs between grid points are
@@ -287,11 +292,19 @@ Every reducer's models export with both backends: node (its network and RK4 step
 its ONNX graph) and local-pca (its piecewise-linear ROM in C, or in numpy in the slave; a
 discrete-time model, so co-simulation only: --interface cs).
 
+--format modelica writes the reduced model as Modelica source instead: one NAME.mo
+(-o NAME.mo, model NAME), the Modelica language only (no MSL, no external code): the
+decoder, mass matrix, forces, springs and identified terms as equations, states q and qd,
+the same inputs, outputs and physical parameters as the FMU (Modelica names: <body>_x,
+<body>_mass, ...; docs/modelica.md).  Decoder-manifold models only (node and local-pca
+models are discrete-time).
+
 examples:
   mc2fmu export out/four_bar -o out/four_bar.fmu
   mc2fmu export out/four_bar -o out/four_bar_me.fmu --fmi 3 --interface both
   mc2fmu export out/four_bar -o out/four_bar.fmu --platforms x86_64-linux,x86_64-windows
   mc2fmu export out/four_bar -o out/four_bar_py.fmu --backend python
+  mc2fmu export out/four_bar -o out/FourBarROM.mo --format modelica
   mc2fmu export out/four_bar -o out/four_bar.casadi --format casadi   # for MPC (CasADi)
 """
 
@@ -665,6 +678,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         summary = export_casadi(args.model, args.output)
         print(f"wrote {args.output}: CasADi function model(q, qd, u) -> (qdd, origins), {summary['dof']} coordinate(s), "
               f"inputs {', '.join(summary['inputs']) or 'none'}; load it with casadi.Function.load")
+        return 0
+
+    if args.format == "modelica":
+        from .modelica.export import export_modelica
+
+        summary = export_modelica(args.model, args.output, args.mechanism)
+        _print_changed(summary["changed"], args.mechanism)
+        print(f"wrote {args.output}: Modelica model {summary['model']} ({summary['bytes'] / 1024:.0f} kB), "
+              f"{summary['dof']} coordinate(s), inputs {', '.join(summary['inputs']) or 'none'}; states q, qd, "
+              "the physical parameters as parameters (docs/modelica.md)")
         return 0
 
     summary = export_fmu(args.model, args.output, args.backend, args.fmi, args.interface, args.platforms,

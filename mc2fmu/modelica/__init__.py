@@ -1,0 +1,1 @@
+"""The reduced model as Modelica source (``mc2fmu export MODEL --format modelica``)."""

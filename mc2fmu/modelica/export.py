@@ -1,0 +1,566 @@
+"""``mc2fmu export MODEL --format modelica -o DIR/NAME.mo``: the reduced model as Modelica source.
+
+One self-contained file, ``model NAME``, in the Modelica language only (no Modelica Standard
+Library, no external code): the decoder-manifold model's reduced dynamics as equations the
+importing tool differentiates, sorts and solves itself.
+
+* the decoder by explicit forward propagation over arrays: per hidden layer the value
+  ``z``, the Jacobian ``Jz = dz/dq`` and the second derivative along the velocity
+  ``sz = (d2z/dq2) : (qd, qd)``; the output layer gives ``x``, ``J`` and ``s``
+  (the NC points, ``dx/dq`` and ``H : (qd, qd)``);
+* the NC mass matrix from the physical parameters (each body's 4x4 point mass block of
+  :func:`mc2fmu.mechanics.natural.body_mass_block`, with the centre-of-mass offset from the
+  trained points), gravity ``M g``, the input loads, the springs (and a recorded spring's
+  learned law), the identified terms;
+* ``der(q) = qd`` and ``Mm * der(qd) = rhs`` with ``Mm = J^T M J`` and
+  ``rhs = J^T (f - M s) + Xi^T lambda``: the same reduced dynamics as the FMUs;
+* each body's origin and quaternion from the decoded points (the polar factor by unrolled
+  Newton iterations, Shepperd's quaternion), ``q``, ``qd``, ``envelope`` and a warning-level
+  ``assert`` when it rises above the leave threshold.
+
+The subset of Modelica it keeps to (docs/modelica.md): literal array constructors in
+parameter bindings only (an array constructor of variables or of parameter expressions is
+not used), scalar parameter expressions, matrix products, ``transpose``, ``for`` loops in the
+equation section, if-expressions, ``sqrt``/``tanh``/``exp``/``log``/``abs``/``max``, and no
+division operator (``a * b^(-1)``; pymoca 0.12 cannot compile ``/`` with CasADi 3.8).  Node
+and local-PCA models are discrete-time and are refused.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import ExportError
+from ..files import atomic_output
+from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
+from ..models.envelope import LEAVE_THRESHOLD
+
+#: Newton iterations of the polar factor R <- (R + R^-T) / 2: quadratic convergence from the
+#: decoded points' rigidity error (~1e-4) reaches rounding in 3; 5 leave a margin
+POLAR_ITERATIONS = 5
+TEMPLATE = Path(__file__).with_name("templates") / "model.mo.in"
+#: Modelica 3.6 keywords (section 2.3.3), which no generated name may be
+KEYWORDS = set("""algorithm and annotation block break class connect connector constant constrainedby der
+discrete each else elseif elsewhen encapsulated end enumeration equation expandable extends external false final
+flow for function if import impure in initial inner input loop model not operator or outer output package
+parameter partial protected public pure record redeclare replaceable return stream then true type when while
+within""".split())
+#: names the generated model declares itself
+RESERVED = {"q", "qd", "q_start", "qd_start", "envelope", "gravity", "time", "u", "x", "J", "s", "xd", "MJ", "Ms",
+            "f", "Mm", "rhs", "lam", "Xi", "Wo", "bo"}
+
+
+def _num(v: float) -> str:
+    v = float(v)
+    if not math.isfinite(v):
+        raise ExportError(f"a model value {v} is not finite; the model cannot be written as Modelica")
+    text = repr(v)
+    return text if any(c in text for c in ".e") else text + ".0"
+
+
+def _vector(values, per_line: int = 6, indent: str = "      ") -> str:
+    vals = [_num(v) for v in np.ravel(values)]
+    lines = [", ".join(vals[i:i + per_line]) for i in range(0, len(vals), per_line)]
+    return "{" + (",\n" + indent).join(lines) + "}"
+
+
+def _matrix(A, indent: str = "      ") -> str:
+    A = np.atleast_2d(np.asarray(A, dtype=float))
+    return "{" + (",\n" + indent).join(_vector(row, per_line=6, indent=indent + " ") for row in A) + "}"
+
+
+def _string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class _Source:
+    """Declarations (public and protected) and equations, in order."""
+
+    def __init__(self) -> None:
+        self.public: list[str] = []
+        self.protected: list[str] = []
+        self.equations: list[str] = []
+
+    def par(self, name: str, value: str, desc: str, unit: str | None = None, dims: str = "",
+            protected: bool = False) -> None:
+        mod = ""
+        if unit:
+            mod = f'({"each " if dims else ""}unit="{unit}")'
+        line = f"  parameter Real {name}{dims}{mod} = {value} {_string(desc)};"
+        (self.protected if protected else self.public).append(line)
+
+    def var(self, decl: str, desc: str, protected: bool = True) -> None:
+        (self.protected if protected else self.public).append(f"  {decl} {_string(desc)};")
+
+    def eq(self, *lines: str) -> None:
+        self.equations += ["  " + ln for ln in lines]
+
+
+def _sum(terms: list[str]) -> str:
+    if not terms:
+        return "0.0"
+    out = terms[0]
+    for t in terms[1:]:
+        out += f" - {t[1:]}" if t.startswith("-") else f" + {t}"
+    return out
+
+
+def _coef(v: float, expr: str) -> str:
+    """``v * expr`` written compactly (``expr``, ``-expr`` for +-1)."""
+    if v == 1.0:
+        return expr
+    if v == -1.0:
+        return f"-{expr}"
+    return f"{_num(v)} * {expr}"
+
+
+def modelica_name(name: str) -> str:
+    """The Modelica class name a file ``NAME.mo`` gets, checked."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in KEYWORDS:
+        raise ExportError(f"'{name}' cannot name a Modelica model (letters, digits and _, not starting with a digit, "
+                          "not a keyword); choose another output file name, e.g. -o FourBarROM.mo")
+    return name
+
+
+def _check_names(art, names: list[str]) -> None:
+    seen: dict[str, str] = {}
+    problems = []
+    for n in names:
+        if n in KEYWORDS:
+            problems.append(f"'{n}' is a Modelica keyword")
+        if n in seen:
+            problems.append(f"'{n}' is generated twice")
+        seen[n] = n
+    if problems:
+        raise ExportError([f"{art.source}: the mechanism's names do not make a valid Modelica model: {p}; rename "
+                           "the body, input or spring in the mechanism file" for p in problems])
+
+
+def modelica_source(art, name: str) -> str:
+    """The Modelica source of a decoder-manifold model artifact, ``model name``."""
+    from ..models.manifold import ManifoldModel
+
+    model = art.model
+    if not isinstance(model, ManifoldModel):
+        raise ExportError(f"{art.source}: a '{art.reducer}' model is discrete-time (it advances by its own step "
+                          "map), so it has no continuous equations to write as Modelica; export an FMU instead "
+                          "(--format fmu), or train an autoencoder model (the default reducer)")
+    mech, layout = art.mechanism, art.layout
+    m, n_x, n_u = art.dof, layout.size, art.n_u
+    bodies = mech.bodies
+    act = model.decoder.activation
+    if act not in ("tanh", "sigmoid", "softplus"):
+        raise ExportError(f"{art.source}: activation {act} is not written as Modelica (tanh, sigmoid, softplus are)")
+    src = _Source()
+    inputs = [i.name for i in mech.inputs]
+    outputs = [f"{b.name}_{c}" for b in bodies for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+    phys = []
+    for b in bodies:
+        phys += [f"{b.name}_{k}" for k in ("mass", "com", "inertia", "d1", "d2", "d3", "pol", "pdet", "qraw", "qsign",
+                                           "R0", "R1", "R2", "R3")]
+        phys += [f"{b.name}_A{j}{k}" for j in range(4) for k in range(j, 4)]
+        phys += [f"{b.name}_S{j}{k}" for j in range(1, 4) for k in range(j, 4)]
+    phys += [f"{s.name}_{k}" for s in mech.springs for k in ("stiffness", "damping", "length")]
+    _check_names(art, inputs + outputs + phys + sorted(RESERVED))
+
+    # ---------------------------------------------------------------- parameters
+    init = art.initial_state
+    src.par("q_start", _vector(init.q), "initial value of q (the first training run's)", dims=f"[{m}]")
+    src.par("qd_start", _vector(init.qd), "initial value of qd", dims=f"[{m}]")
+    src.par("gravity", _vector(mech.gravity), "gravity, global frame", "m/s2", dims="[3]")
+    for b, bl in zip(bodies, layout.bodies):
+        src.par(f"{b.name}_mass", _num(b.mass), f"mass of {b.name}", "kg")
+        src.par(f"{b.name}_com", _vector(b.com), f"centre of mass of {b.name}, body frame", "m", dims="[3]")
+        principal = principal_inertia(b)
+        J = [float(b.inertia[i, j]) for i, j in INERTIA_ENTRIES[:3 if principal else 6]]
+        src.par(f"{b.name}_inertia", _vector(J), f"inertia of {b.name} about its centre of mass, body axes: "
+                + ("principal moments xx, yy, zz" if principal else "xx, yy, zz, xy, xz, yz"), "kg.m2",
+                dims=f"[{len(J)}]")
+        _mass_block(src, b.name, principal, bl.length, bl.com)
+    laws = {law.spring: law for law in (model.springs.laws.laws if model.springs.laws is not None else [])}
+    for k, s in enumerate(mech.springs):
+        src.par(f"{s.name}_stiffness", _num(s.stiffness), f"stiffness of spring {s.name}", "N/m")
+        if k not in laws:
+            src.par(f"{s.name}_damping", _num(s.damping), f"damping of spring {s.name}", "N.s/m")
+        src.par(f"{s.name}_length", _num(s.length), f"rest length of spring {s.name}", "m")
+
+    # ---------------------------------------------------------------- inputs, states, outputs
+    for inp in mech.inputs:
+        unit = "N" if inp.kind == "force" else "N.m"
+        src.var(f'input Real {inp.name}(unit="{unit}")',
+                f"{inp.kind} on {inp.body} along {[float(c) for c in inp.direction]} (global frame)", protected=False)
+    src.var(f"output Real q[{m}](start = q_start, each fixed = true)", "minimal coordinates (states)", protected=False)
+    src.var(f"output Real qd[{m}](start = qd_start, each fixed = true)", "their rates (states)", protected=False)
+    labels = {"x": "origin x", "y": "origin y", "z": "origin z", "qw": "quaternion w", "qx": "quaternion x",
+              "qy": "quaternion y", "qz": "quaternion z"}
+    for b in bodies:
+        for c, label in labels.items():
+            unit = "m" if c in "xyz" else "1"
+            src.var(f'output Real {b.name}_{c}(unit="{unit}")', f"{b.name} body frame {label} (global frame)",
+                    protected=False)
+    src.var("output Real envelope", "0 inside the training envelope of q, qd and the inputs; otherwise the largest "
+            "excursion outside it, in units of that channel's training span", protected=False)
+
+    # ---------------------------------------------------------------- the decoder
+    if n_u:
+        src.var(f"Real u[{n_u}]", "the inputs as one array")
+        src.eq(*[f"u[{i + 1}] = {n};" for i, n in enumerate(inputs)])
+    _decoder(src, art, model, act)
+
+    # ---------------------------------------------------------------- mass, forces, springs
+    src.var(f"Real MJ[{n_x}, {m}]", "M J")
+    src.var(f"Real Ms[{n_x}]", "M s")
+    src.var(f"Real f[{n_x}]", "the NC generalized force")
+    for b, bl in zip(bodies, layout.bodies):
+        o = bl.offset
+        A = [[f"{b.name}_A{min(j, k)}{max(j, k)}" for k in range(4)] for j in range(4)]
+        lines = ["for a in 1:3 loop"]
+        for c in range(1, m + 1):
+            for j in range(4):
+                lines.append(f"  MJ[{o + 3 * j} + a, {c}] = " + " + ".join(f"{A[j][k]} * J[{o + 3 * k} + a, {c}]"
+                                                                      for k in range(4)) + ";")
+        for j in range(4):
+            lines.append(f"  Ms[{o + 3 * j} + a] = " + " + ".join(f"{A[j][k]} * s[{o + 3 * k} + a]" for k in range(4))
+                         + ";")
+        lines.append("end for;")
+        src.eq(*lines)
+    rows: list[list[str]] = [[] for _ in range(n_x)]
+    for b, bl in zip(bodies, layout.bodies):
+        for j in range(4):
+            for a in range(3):
+                rows[bl.offset + 3 * j + a].append(f"{b.name}_R{j} * gravity[{a + 1}]")
+    f_B = model.f_B.reshape(n_x, n_u) if n_u else np.zeros((n_x, 0))
+    f_C = model.f_C.reshape(n_u, n_x, n_x)
+    for r in range(n_x):
+        for i in np.flatnonzero(f_B[r]):
+            rows[r].append(_coef(f_B[r, i], f"u[{i + 1}]"))
+        for i in range(n_u):
+            nz = np.flatnonzero(f_C[i, r])
+            if nz.size:
+                rows[r].append(f"u[{i + 1}] * (" + _sum([_coef(f_C[i, r, k], f"x[{k + 1}]") for k in nz]) + ")")
+    _springs(src, art, model, laws, rows)
+    for r in range(n_x):
+        src.eq(f"f[{r + 1}] = {_sum(rows[r])};")
+
+    # ---------------------------------------------------------------- the reduced dynamics
+    src.var(f"Real Mm[{m}, {m}]", "the reduced mass matrix J^T M J")
+    src.var(f"Real rhs[{m}]", "the reduced force J^T (f - M s) (+ the identified terms)")
+    src.eq("Mm = transpose(J) * MJ;")
+    lib = model.library.pruned() if model.library is not None else None
+    if lib is not None and len(lib):
+        _identified(src, lib, m)
+        src.eq("rhs = transpose(J) * (f - Ms) + transpose(Xi) * lam;")
+    else:
+        src.eq("rhs = transpose(J) * (f - Ms);")
+    src.eq("der(q) = qd;", "Mm * der(qd) = rhs;")
+
+    # ---------------------------------------------------------------- outputs
+    _poses(src, bodies, layout)
+    _envelope(src, art, inputs)
+    src.eq(f"assert(envelope <= {_num(LEAVE_THRESHOLD)}, \"{name}: the reduced model has left the envelope it was "
+           "trained in (q, qd or an input outside the training range); its results are extrapolation\", "
+           "AssertionLevel.warning);")
+
+    coords = ", ".join(art.coordinates) if art.coordinates else f"{m} learnt coordinate(s)"
+    return string.Template(TEMPLATE.read_text()).substitute(
+        name=name, mechanism=mech.name, version=__version__, coordinates=coords,
+        description=_string(f"mc2fmu reduced model of {mech.name}: {m} minimal coordinate(s), decoder-manifold "
+                            "dynamics"),
+        public="\n".join(src.public), protected="\n".join(src.protected), equations="\n".join(src.equations))
+
+
+def _mass_block(src: _Source, b: str, principal: bool, L: float, c0) -> None:
+    """The body's 4x4 point mass block (``body_mass_block``) as scalar parameter expressions of
+    its mass, centre of mass and inertia, and its row sums (gravity's weights)."""
+    iL, iL2 = 1.0 / L, 1.0 / (L * L)
+    J = {(i, i): f"{b}_inertia[{i + 1}]" for i in range(3)}
+    if not principal:
+        for k, (i, j) in enumerate(INERTIA_ENTRIES[3:]):
+            J[(i, j)] = J[(j, i)] = f"{b}_inertia[{k + 4}]"
+    tr = f"({b}_inertia[1] + {b}_inertia[2] + {b}_inertia[3])"
+    for k in range(3):
+        src.par(f"{b}_d{k + 1}", f"({b}_com[{k + 1}] - {_num(c0[k])}) * {_num(iL)}",
+                f"{b}: centre-of-mass offset from the trained point, in point lengths", protected=True)
+    for i in range(3):
+        for j in range(i, 3):
+            parts = []
+            if i == j:
+                parts.append(f"0.5 * {tr} - {J[(i, i)]}")
+            elif (i, j) in J:
+                parts.append(f"-{J[(i, j)]}")
+            second = f"({' '.join(parts)}) * {_num(iL2)} + " if parts else ""
+            src.par(f"{b}_S{i + 1}{j + 1}", f"{second}{b}_mass * {b}_d{i + 1} * {b}_d{j + 1}",
+                    f"{b}: second moment in the points' weights", protected=True)
+
+    def S(i, j):
+        return f"{b}_S{min(i, j) + 1}{max(i, j) + 1}"
+
+    rowsum = [" + ".join(S(i, j) for j in range(3)) for i in range(3)]
+    src.par(f"{b}_A00", f"{b}_mass - 2.0 * {b}_mass * ({b}_d1 + {b}_d2 + {b}_d3) + "
+            + " + ".join(f"({r})" for r in rowsum), f"{b}: point mass block entry 0, 0", protected=True)
+    for k in range(3):
+        src.par(f"{b}_A0{k + 1}", f"{b}_mass * {b}_d{k + 1} - ({rowsum[k]})", f"{b}: point mass block entry 0, {k + 1}",
+                protected=True)
+    for i in range(3):
+        for j in range(i, 3):
+            src.par(f"{b}_A{i + 1}{j + 1}", S(i, j), f"{b}: point mass block entry {i + 1}, {j + 1}", protected=True)
+
+    def A(i, j):
+        return f"{b}_A{min(i, j)}{max(i, j)}"
+
+    for j in range(4):
+        src.par(f"{b}_R{j}", " + ".join(A(j, k) for k in range(4)), f"{b}: gravity's weight on point {j}",
+                protected=True)
+
+
+def _decoder(src: _Source, art, model, act: str) -> None:
+    """Features, hidden layers (value, Jacobian, second derivative along qd), output layer."""
+    m = art.dof
+    Ws, bs = list(model.decoder.weights), list(model.decoder.biases)
+    nf = Ws[0].shape[1]
+    src.var(f"Real z0[{nf}]", "the decoder's features (cos, sin of angle coordinates; z-scored others)")
+    src.var(f"Real Jz0[{nf}, {m}]", "d z0 / dq")
+    src.var(f"Real sz0[{nf}]", "(d2 z0 / dq2) : (qd, qd)")
+    f = 0
+    for i in range(m):
+        qi, vi = f"q[{i + 1}]", f"qd[{i + 1}]"
+        if art.angles[i]:
+            src.eq(f"z0[{f + 1}] = cos({qi});", f"z0[{f + 2}] = sin({qi});",
+                   f"sz0[{f + 1}] = -cos({qi}) * {vi}^2;", f"sz0[{f + 2}] = -sin({qi}) * {vi}^2;")
+            for j in range(m):
+                src.eq(f"Jz0[{f + 1}, {j + 1}] = {'-sin(' + qi + ')' if j == i else '0.0'};",
+                       f"Jz0[{f + 2}, {j + 1}] = {'cos(' + qi + ')' if j == i else '0.0'};")
+            f += 2
+        else:
+            inv = 1.0 / float(model.q_scale[i])
+            src.eq(f"z0[{f + 1}] = ({qi} - {_num(model.q_mean[i])}) * {_num(inv)};", f"sz0[{f + 1}] = 0.0;")
+            for j in range(m):
+                src.eq(f"Jz0[{f + 1}, {j + 1}] = {_num(inv) if j == i else '0.0'};")
+            f += 1
+    for l in range(1, len(Ws)):
+        W, b = Ws[l - 1], bs[l - 1]
+        n = W.shape[0]
+        src.par(f"W{l}", _matrix(W), f"decoder layer {l}: weights ({n} x {W.shape[1]})", dims=f"[{n}, {W.shape[1]}]",
+                protected=True)
+        src.par(f"b{l}", _vector(b), f"decoder layer {l}: biases", dims=f"[{n}]", protected=True)
+        for v, d, desc in ((f"a{l}", f"[{n}]", "pre-activation"), (f"Ja{l}", f"[{n}, {m}]", "its Jacobian"),
+                           (f"sa{l}", f"[{n}]", "its second derivative along qd"), (f"va{l}", f"[{n}]", "Ja * qd"),
+                           (f"z{l}", f"[{n}]", "activation"), (f"d1_{l}", f"[{n}]", f"{act}' at a"),
+                           (f"d2_{l}", f"[{n}]", f"{act}'' at a"), (f"Jz{l}", f"[{n}, {m}]", "its Jacobian"),
+                           (f"sz{l}", f"[{n}]", "its second derivative along qd")):
+            src.var(f"Real {v}{d}", f"decoder layer {l}: {desc}")
+        p = l - 1
+        value = {"tanh": [f"z{l}[i] = tanh(a{l}[i]);", f"d1_{l}[i] = 1.0 - z{l}[i]^2;",
+                          f"d2_{l}[i] = -2.0 * z{l}[i] * d1_{l}[i];"],
+                 "sigmoid": [f"z{l}[i] = (1.0 + exp(-a{l}[i]))^(-1);", f"d1_{l}[i] = z{l}[i] * (1.0 - z{l}[i]);",
+                             f"d2_{l}[i] = d1_{l}[i] * (1.0 - 2.0 * z{l}[i]);"],
+                 "softplus": [f"z{l}[i] = if a{l}[i] > 20.0 then a{l}[i] else log(1.0 + exp(a{l}[i]));",
+                              f"d1_{l}[i] = (1.0 + exp(-a{l}[i]))^(-1);",
+                              f"d2_{l}[i] = d1_{l}[i] * (1.0 - d1_{l}[i]);"]}[act]
+        # one loop variable per loop (pymoca 0.12 cannot compile nested for loops): a loop per column
+        src.eq(f"a{l} = W{l} * z{p} + b{l};", f"Ja{l} = W{l} * Jz{p};", f"sa{l} = W{l} * sz{p};",
+               f"va{l} = Ja{l} * qd;", f"for i in 1:{n} loop", *["  " + v for v in value],
+               *[f"  Jz{l}[i, {j + 1}] = d1_{l}[i] * Ja{l}[i, {j + 1}];" for j in range(m)],
+               f"  sz{l}[i] = d2_{l}[i] * va{l}[i]^2 + d1_{l}[i] * sa{l}[i];", "end for;")
+    # the output layer with the de-normalisation folded in: x = x_mean + S (W_L z + b_L)
+    L = len(Ws) - 1
+    Wo = model.x_scale[:, None] * Ws[-1]
+    bo = model.x_mean + model.x_scale * bs[-1]
+    n_x = Wo.shape[0]
+    src.par("Wo", _matrix(Wo), f"decoder output layer with the output scaling: weights ({n_x} x {Wo.shape[1]})",
+            dims=f"[{n_x}, {Wo.shape[1]}]", protected=True)
+    src.par("bo", _vector(bo), "decoder output layer: biases (with the output mean)", dims=f"[{n_x}]", protected=True)
+    src.var(f"Real x[{n_x}]", "the decoded natural coordinates (4 points per body)")
+    src.var(f"Real J[{n_x}, {m}]", "dx / dq")
+    src.var(f"Real s[{n_x}]", "(d2x / dq2) : (qd, qd)")
+    src.var(f"Real xd[{n_x}]", "dx / dt = J qd")
+    src.eq(f"x = Wo * z{L} + bo;", f"J = Wo * Jz{L};", f"s = Wo * sz{L};", "xd = J * qd;")
+
+
+def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> None:
+    """Spring-dampers: d = D x + e, tension, force -D^T n T into ``rows``; learned laws."""
+    sp, mech = model.springs, art.mechanism
+    ns = len(mech.springs)
+    if not ns:
+        return
+    for v, d, desc in (("sd", f"[{ns}, 3]", "spring vector d = D x + e (point a - point b)"),
+                       ("sdd", f"[{ns}, 3]", "its rate D xd"), ("sl", f"[{ns}]", "spring length"),
+                       ("sn", f"[{ns}, 3]", "unit vector d / l"), ("sldot", f"[{ns}]", "length rate"),
+                       ("sT", f"[{ns}]", "tension")):
+        src.var(f"Real {v}{d}", desc)
+    for k, spring in enumerate(mech.springs):
+        s = k + 1
+        for i in range(3):
+            nz = np.flatnonzero(sp.D[k, i])
+            src.eq(f"sd[{s}, {i + 1}] = " + _sum([_coef(sp.D[k, i, c], f"x[{c + 1}]") for c in nz]
+                                                + ([_num(sp.e[k, i])] if sp.e[k, i] else [])) + ";",
+                   f"sdd[{s}, {i + 1}] = " + _sum([_coef(sp.D[k, i, c], f"xd[{c + 1}]") for c in nz]) + ";")
+            for c in nz:
+                rows[c].append(_coef(-sp.D[k, i, c], f"sn[{s}, {i + 1}] * sT[{s}]"))
+        src.eq(f"sl[{s}] = sqrt(sd[{s}, 1]^2 + sd[{s}, 2]^2 + sd[{s}, 3]^2);",
+               f"for i in 1:3 loop", f"  sn[{s}, i] = sd[{s}, i] * sl[{s}]^(-1);", "end for;",
+               f"sldot[{s}] = sn[{s}, 1] * sdd[{s}, 1] + sn[{s}, 2] * sdd[{s}, 2] + sn[{s}, 3] * sdd[{s}, 3];")
+        elastic = f"{spring.name}_stiffness * (sl[{s}] - {spring.name}_length)"
+        if k not in laws:
+            src.eq(f"sT[{s}] = {elastic} + {spring.name}_damping * sldot[{s}];")
+            continue
+        law = laws[k]
+        nm = np.asarray(law.norm, dtype=float)
+        (gW0, gb0), (gW1, gb1), (gW2, gb2) = law.g.layers
+        (hW0, hb0), (hW1, hb1), (hW2, hb2) = law.h.layers
+        h1, h2 = gW0.shape[0], gW1.shape[0]
+        p = f"law{s}"
+        for nm_, val, dims, desc in ((f"{p}_gW0", _vector(gW0), f"[{h1}]", "elastic law g: layer 1 weights"),
+                                     (f"{p}_gb0", _vector(gb0), f"[{h1}]", "g: layer 1 biases"),
+                                     (f"{p}_gW1", _matrix(gW1), f"[{h2}, {h1}]", "g: layer 2 weights"),
+                                     (f"{p}_gb1", _vector(gb1), f"[{h2}]", "g: layer 2 biases"),
+                                     (f"{p}_gW2", _vector(gW2), f"[{h2}]", "g: output weights"),
+                                     (f"{p}_hW0", _matrix(hW0), f"[{h1}, 3]", "damping law h: layer 1 weights"),
+                                     (f"{p}_hb0", _vector(hb0), f"[{h1}]", "h: layer 1 biases"),
+                                     (f"{p}_hW1", _matrix(hW1), f"[{h2}, {h1}]", "h: layer 2 weights"),
+                                     (f"{p}_hb1", _vector(hb1), f"[{h2}]", "h: layer 2 biases"),
+                                     (f"{p}_hW2", _vector(hW2), f"[{h2}]", "h: output weights")):
+            src.par(nm_, val, f"spring {spring.name}'s learned law: {desc}", dims=dims, protected=True)
+        for v, d, desc in ((f"{p}_z", "", "normalised length"), (f"{p}_w", "", "normalised length rate"),
+                           (f"{p}_g1", f"[{h1}]", "g: layer 1"), (f"{p}_g2", f"[{h2}]", "g: layer 2"),
+                           (f"{p}_a2", f"[{h2}]", "g: layer 2 pre-activation"), (f"{p}_h1", f"[{h1}]", "h: layer 1"),
+                           (f"{p}_h2", f"[{h2}]", "h: layer 2"), (f"{p}_ha2", f"[{h2}]", "h: layer 2 pre-activation"),
+                           (f"{p}_g", "", "learned elastic tension g(l), N"),
+                           (f"{p}_ha", "", "h's output before softplus"),
+                           (f"{p}_h", "", "learned damping coefficient h(l, ldot) >= 0, N s/m")):
+            src.var(f"Real {v}{d}", f"spring {spring.name}'s learned law: {desc}")
+        src.eq(f"{p}_z = (sl[{s}] - {_num(nm[0])}) * {_num(1.0 / nm[1])};",
+               f"{p}_w = sldot[{s}] * {_num(1.0 / nm[2])};",
+               f"for i in 1:{h1} loop",
+               f"  {p}_g1[i] = tanh({p}_gW0[i] * {p}_z + {p}_gb0[i]);",
+               f"  {p}_h1[i] = tanh(" + " + ".join(
+                   [f"{p}_hW0[i, 1] * {p}_z", f"{p}_hW0[i, 2] * {p}_w", f"{p}_hW0[i, 3] * abs({p}_w)"])
+               + f" + {p}_hb0[i]);",
+               "end for;",
+               f"{p}_a2 = {p}_gW1 * {p}_g1 + {p}_gb1;", f"{p}_ha2 = {p}_hW1 * {p}_h1 + {p}_hb1;",
+               f"for i in 1:{h2} loop", f"  {p}_g2[i] = tanh({p}_a2[i]);", f"  {p}_h2[i] = tanh({p}_ha2[i]);",
+               "end for;",
+               f"{p}_g = (" + " + ".join(f"{p}_gW2[{i + 1}] * {p}_g2[{i + 1}]" for i in range(h2))
+               + f" + {_num(float(np.ravel(gb2)[0]))}) * {_num(nm[3])};",
+               f"{p}_ha = " + " + ".join(f"{p}_hW2[{i + 1}] * {p}_h2[{i + 1}]" for i in range(h2))
+               + f" + {_num(float(np.ravel(hb2)[0]))};",
+               f"{p}_h = (if {p}_ha > 20.0 then {p}_ha else log(1.0 + exp({p}_ha))) * {_num(nm[3] / nm[2])};",
+               f"sT[{s}] = {elastic} + {p}_g + sldot[{s}] * {p}_h;")
+
+
+def _identified(src: _Source, lib, m: int) -> None:
+    """lambda_t, the product of term t's factors (codes of mc2fmu/models/terms.py)."""
+    nt = len(lib)
+    src.par("Xi", _matrix(lib.Xi), f"identified terms' coefficients ({nt} x {m})", dims=f"[{nt}, {m}]",
+            protected=True)
+    src.var(f"Real lam[{nt}]", "the identified terms' values lambda(q, qd, u)")
+    kinds, index, param = np.asarray(lib.kinds), np.asarray(lib.index), np.asarray(lib.param)
+    for t in range(nt):
+        factors = []
+        for k in range(kinds.shape[1]):
+            i, code = int(index[t, k]) + 1, int(kinds[t, k])
+            factors.append({0: None, 1: f"q[{i}]", 2: f"sin(q[{i}])", 3: f"cos(q[{i}])", 4: f"qd[{i}]",
+                            5: f"tanh(qd[{i}] * {_num(1.0 / param[t, k]) if code == 5 else '1.0'})",
+                            6: f"u[{i}]"}[code])
+        factors = [f_ for f_ in factors if f_ is not None]
+        src.eq(f"lam[{t + 1}] = {' * '.join(factors) if factors else '1.0'};")
+
+
+def _poses(src: _Source, bodies, layout) -> None:
+    """origin = r0 - R com, R the polar factor of [(r1 - r0), (r2 - r0), (r3 - r0)] / L by
+    unrolled Newton iterations, the quaternion by Shepperd's method (w >= 0)."""
+    it = POLAR_ITERATIONS
+    cof = ["X5 * X9 - X6 * X8", "X6 * X7 - X4 * X9", "X4 * X8 - X5 * X7", "X3 * X8 - X2 * X9", "X1 * X9 - X3 * X7",
+           "X2 * X7 - X1 * X8", "X2 * X6 - X3 * X5", "X3 * X4 - X1 * X6", "X1 * X5 - X2 * X4"]
+    for b, bl in zip(bodies, layout.bodies):
+        o, iL, P = bl.offset, 1.0 / bl.length, b.name
+        src.var(f"Real {P}_pol[{it + 1}, 9]", f"{P}: the polar factor's Newton iterates (row-major 3 x 3)")
+        src.var(f"Real {P}_pdet[{it}]", f"{P}: their determinants")
+        src.var(f"Real {P}_qraw[4]", f"{P}: the quaternion before normalisation")
+        src.var(f"Real {P}_qsign", f"{P}: +1 or -1, making w >= 0")
+        for i in range(3):
+            for k in range(3):
+                src.eq(f"{P}_pol[1, {3 * i + k + 1}] = (x[{o + 3 * (k + 1) + i + 1}] - x[{o + i + 1}]) * {_num(iL)};")
+        for n in range(1, it + 1):
+            def X(c, n=n):
+                return f"{P}_pol[{n}, {c}]"
+
+            def C(k, n=n):
+                return re.sub(r"X(\d)", lambda mt: X(int(mt.group(1)), n), cof[k])
+
+            src.eq(f"{P}_pdet[{n}] = {X(1)} * ({C(0)}) + {X(2)} * ({C(1)}) + {X(3)} * ({C(2)});")
+            for k in range(9):
+                src.eq(f"{P}_pol[{n + 1}, {k + 1}] = 0.5 * ({X(k + 1)} + ({C(k)}) * {P}_pdet[{n}]^(-1));")
+        R = [f"{P}_pol[{it + 1}, {k + 1}]" for k in range(9)]
+        c = [float(v) for v in bl.com]
+        for i, axis in enumerate("xyz"):
+            src.eq(f"{b.name}_{axis} = x[{o + i + 1}] - (" + " + ".join(
+                f"{R[3 * i + k]} * {_num(c[k])}" for k in range(3)) + ");")
+        tr = f"({R[0]} + {R[4]} + {R[8]})"
+        k0 = f"{tr} >= {R[0]} and {tr} >= {R[4]} and {tr} >= {R[8]}"
+        k1 = f"{R[0]} >= {R[4]} and {R[0]} >= {R[8]}"
+        k2 = f"{R[4]} >= {R[8]}"
+        branches = [  # (s argument, components as (numerator, is the s component))
+            (f"1.0 + {tr}", [None, f"{R[7]} - {R[5]}", f"{R[2]} - {R[6]}", f"{R[3]} - {R[1]}"]),
+            (f"1.0 + {R[0]} - {R[4]} - {R[8]}", [f"{R[7]} - {R[5]}", None, f"{R[1]} + {R[3]}", f"{R[2]} + {R[6]}"]),
+            (f"1.0 + {R[4]} - {R[0]} - {R[8]}", [f"{R[2]} - {R[6]}", f"{R[1]} + {R[3]}", None, f"{R[5]} + {R[7]}"]),
+            (f"1.0 + {R[8]} - {R[0]} - {R[4]}", [f"{R[3]} - {R[1]}", f"{R[2]} + {R[6]}", f"{R[5]} + {R[7]}", None]),
+        ]
+        for comp in range(4):
+            exprs = []
+            for arg, nums in branches:
+                sq = f"sqrt(max({arg}, 1e-300))"
+                exprs.append(f"0.5 * {sq}" if nums[comp] is None else f"({nums[comp]}) * 0.5 * {sq}^(-1)")
+            src.eq(f"{P}_qraw[{comp + 1}] = if {k0} then {exprs[0]} elseif {k1} then {exprs[1]} elseif {k2} then "
+                   f"{exprs[2]} else {exprs[3]};")
+        src.eq(f"{P}_qsign = if {P}_qraw[1] < 0.0 then -1.0 else 1.0;")
+        norm = f"sqrt({P}_qraw[1]^2 + {P}_qraw[2]^2 + {P}_qraw[3]^2 + {P}_qraw[4]^2)"
+        for comp, name in enumerate(("qw", "qx", "qy", "qz")):
+            src.eq(f"{b.name}_{name} = {P}_qsign * {P}_qraw[{comp + 1}] * {norm}^(-1);")
+
+
+def _envelope(src: _Source, art, inputs: list[str]) -> None:
+    env = art.envelope
+    lo, hi = np.asarray(env.lower, dtype=float), np.asarray(env.upper, dtype=float)
+    m = art.dof
+    names = [f"q[{i + 1}]" for i in range(m)] + [f"qd[{i + 1}]" for i in range(m)] + list(inputs)
+    terms = []
+    for c, v in enumerate(names):
+        if not (np.isfinite(lo[c]) and np.isfinite(hi[c])):
+            continue
+        span = max(hi[c] - lo[c], 1e-12 * max(abs(hi[c]), 1.0))
+        terms.append(f"max({_num(lo[c])} - {v}, {v} - {_num(hi[c])}) * {_num(1.0 / span)}")
+    expr = "0.0"
+    for t in terms:
+        expr = f"max({expr}, {t})"
+    src.eq(f"envelope = {expr};")
+
+
+def export_modelica(model_dir: str | os.PathLike, out: str | os.PathLike,
+                    mechanism: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Write ``out`` (``NAME.mo``, ``model NAME``) from a model directory (with the physical
+    parameters of ``mechanism`` as the parameters' defaults when given); returns a summary."""
+    from ..mechanics.mechanism import load_mechanism
+    from ..models.artifact import load_artifact
+
+    out = Path(out)
+    if out.suffix != ".mo":
+        raise ExportError(f"{out}: a Modelica export is a .mo file named after its model, e.g. -o {out.stem}.mo")
+    name = modelica_name(out.stem)
+    art = load_artifact(model_dir)
+    changed: list = []
+    if mechanism is not None:
+        art, changed = art.for_mechanism(load_mechanism(mechanism), mechanism)
+    text = modelica_source(art, name)
+    with atomic_output(out) as tmp:
+        Path(tmp).write_text(text)
+    return {"format": "modelica", "model": name, "path": str(out), "bytes": len(text.encode()), "changed": changed,
+            "dof": art.dof, "inputs": [i.name for i in art.mechanism.inputs]}
