@@ -181,12 +181,16 @@ def spinning_pendulum(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
 
 TRAINED = ["four_bar", "slider_crank"]
 BRIEF_LBFGS = {"four_bar": 40, "slider_crank": 100}
+#: the barely trained models' extra options: four_bar_friction with identified terms (macpherson_nl's
+#: recorded strut gets its learned law from the mechanism file)
+BARELY = {"four_bar_friction": {"coords": ("crank.R11",), "identify": "default", "identify_iters": 10}}
 
 
 @pytest.fixture(scope="session")
 def trained(reference_run, tmp_path_factory):
     """``trained(name)`` -> (model_dir, mechanism_path, train_run): four_bar and slider_crank
-    trained briefly (1 DOF); two_bar (2 DOF) and macpherson barely (export checks only)."""
+    trained briefly (1 DOF); two_bar (2 DOF), macpherson, four_bar_friction (identified terms)
+    and macpherson_nl (a learned spring law) barely (export checks only)."""
     cache: dict[str, tuple] = {}
     root = shared_dir(tmp_path_factory, "native-models")  # trained once across the xdist workers
 
@@ -211,7 +215,8 @@ def _fit_briefly(name: str, mech: Path, run: str, out: Path) -> None:
     # of the training run (the parity tests compare at least 1 s), after 100 it stays near it for
     # the whole 10 s; the four_bar's after 40 leaves it at 2.2 s
     cfg = (TrainConfig(dof=1, samples=300, adam_epochs=40, lbfgs_iters=BRIEF_LBFGS[name]) if name in TRAINED else
-           TrainConfig(dof=2 if name == "two_bar" else 1, samples=64, adam_epochs=2, lbfgs_iters=2))
+           TrainConfig(dof=2 if name == "two_bar" else 1, samples=64, adam_epochs=2, lbfgs_iters=2,
+                       **BARELY.get(name, {})))
     fit(mech, [run], cfg, out)
 
 

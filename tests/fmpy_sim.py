@@ -17,6 +17,10 @@ prints a JSON result.
   in turn in Instantiated mode, then initialise; returns each call's outcome ("ok" or the
   error), the FMU's messages and, if initialisation succeeded, a parameter's value read back
   (``read``) and an attempt to set it again after initialisation.
+* ``me_analytic``: FMI 2 model exchange under fmpy's CVode (``fmpy.sundials.CVodeSolver``,
+  relative tolerance ``rtol``) with analytic inputs, set at every right-hand-side evaluation
+  (fmpy's own loop holds inputs between its steps): input ``k`` is ``static[k] + amp[k] sin(2 pi
+  freq[k] t)``; returns ``output`` at the ``times``.
 * ``nan``: set a non-finite input on an FMI 3 co-simulation FMU; returns the statuses and the
   logged messages.
 * ``misuse``: FMI 2 calls an adversarial host makes (``case``), each on a fresh instance of
@@ -147,6 +151,61 @@ def jacobian(req: dict) -> dict:
     fmu.terminate()
     fmu.freeInstance()
     return {"unknowns": unknowns, "knowns": knowns, "values": values, "J": jacobians}
+
+
+def me_analytic(req: dict) -> dict:
+    import math
+
+    from fmpy import extract, read_model_description
+    from fmpy.simulation import instantiate_fmu
+    from fmpy.sundials import CVodeSolver
+
+    md = read_model_description(req["fmu"])
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+
+    def logger(env, instance, status, category, message):
+        if status > 1:
+            print(f"FMU: {message.decode(errors='replace')}", file=sys.stderr)
+
+    fmu = instantiate_fmu(extract(req["fmu"]), md, "ModelExchange", debug_logging=True, logger=logger)
+    in_vr = [vr[k] for k in req["inputs"]]
+    out_vr = [vr[k] for k in req["output"]]
+
+    def u(t):
+        return [s + a * math.sin(2 * math.pi * f * t) for s, a, f in zip(req["static"], req["amp"], req["freq"])]
+
+    def set_time(t):
+        fmu.setTime(t)
+        if in_vr:
+            fmu.setReal(in_vr, u(t))
+
+    class NoInput:
+        def apply(self, *args, **kwargs):
+            pass
+
+    times = req["times"]
+    fmu.setupExperiment(startTime=times[0])
+    fmu.setReal([vr[k] for k in req["start"]], list(req["start"].values()))
+    if in_vr:
+        fmu.setReal(in_vr, u(times[0]))
+    fmu.enterInitializationMode()
+    fmu.exitInitializationMode()
+    fmu.enterContinuousTimeMode()
+    n = md.numberOfContinuousStates
+    solver = CVodeSolver(nx=n, nz=0, get_x=fmu.getContinuousStates, set_x=fmu.setContinuousStates,
+                         get_dx=fmu.getDerivatives, get_z=fmu.getEventIndicators,
+                         get_nominals=fmu.getNominalsOfContinuousStates, set_time=set_time, input=NoInput(),
+                         startTime=times[0], relativeTolerance=req["rtol"], maxNumSteps=1000000)
+    rows = [list(fmu.getReal(out_vr))]
+    t = times[0]
+    for t_next in times[1:]:
+        _, _, t = solver.step(t, t_next)
+        set_time(t)
+        fmu.completedIntegratorStep()
+        rows.append(list(fmu.getReal(out_vr)))
+    fmu.terminate()
+    fmu.freeInstance()
+    return {"y": rows}
 
 
 def parameters(req: dict) -> dict:
@@ -398,7 +457,7 @@ def misuse(req: dict) -> dict:
 
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
-    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "jacobian": jacobian, "parameters": parameters, "nan": nan, "misuse": misuse}
+    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "jacobian": jacobian, "parameters": parameters, "me_analytic": me_analytic, "nan": nan, "misuse": misuse}
     result = kinds[request["kind"]](request)
     # on a line of its own, last: what the FMU logged to stdout on the way comes before it
     sys.stdout.write("\n" + json.dumps(result) + "\n")

@@ -10,8 +10,9 @@ pymoca leaves the model as residual equations.  The dynamics (``der(q)``, ``der(
 every algebraic variable but the pose outputs and the envelope) are solved from them with
 CasADi's Newton iteration at given states, inputs and parameters; the equations are explicit
 assignments plus the linear ``Mm * der(qd) = rhs``, so full Newton steps from any finite guess
-resolve them level by level.  The pose outputs are then solved the same way from their own
-equations (their guess: identity rotations)."""
+resolve them level by level.  The pose outputs are then solved from their own equations in
+block lower-triangular order (the unrolled polar iterations would take a whole-system Newton
+far off before it converged)."""
 
 from __future__ import annotations
 
@@ -22,23 +23,24 @@ from pathlib import Path
 
 import numpy as np
 
-OUTPUTS = re.compile(r"^(envelope|.*_(pol|pdet|qraw|qsign|x|y|z|qw|qx|qy|qz))$")
+#: the outputs' variables (of an export, or of one inside a system model: ``plant.crank_x``)
+OUTPUTS = re.compile(r"^(.*\.)?(envelope|[A-Za-z0-9_]*_(pol|pdet|qraw|qsign|x|y|z|qw|qx|qy|qz))$")
 ASSERT = re.compile(r"^\s*assert\(.*\);\s*\n", re.M)
 
 
-def compile_modelica(path: Path) -> tuple[object, float]:
-    """pymoca's CasADi model of ``path`` (``NAME.mo``, ``model NAME``), parameters kept as
-    symbols, and the compile time (s)."""
+def compile_modelica(path: Path, *others: Path) -> tuple[object, float]:
+    """pymoca's CasADi model of ``path`` (``NAME.mo``, ``model NAME``; ``others``: files of the
+    classes it uses), parameters kept as symbols, and the compile time (s)."""
     import pymoca.backends.casadi.api as api
 
-    path = Path(path)
-    text = path.read_text()
-    assert len(ASSERT.findall(text)) == 1, "the export has one assert, the envelope warning"
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / path.name).write_text(ASSERT.sub("", text))
+        for f in (Path(path), *map(Path, others)):
+            text = f.read_text()
+            assert len(ASSERT.findall(text)) <= 1, "an export has one assert, the envelope warning"
+            (Path(tmp) / f.name).write_text(ASSERT.sub("", text))
         t0 = time.perf_counter()
-        model = api.transfer_model(tmp, path.stem, {"replace_constants": True, "replace_parameter_values": False,
-                                                    "replace_parameter_expressions": True})
+        model = api.transfer_model(tmp, Path(path).stem, {"replace_constants": True, "replace_parameter_values": False,
+                                                          "replace_parameter_expressions": True})
         return model, time.perf_counter() - t0
 
 
@@ -46,51 +48,47 @@ class CompiledModel:
     """Evaluate a pymoca model of an mc2fmu export: ``qdd(q, qd, u, parameters)``,
     ``outputs(q, qd, u, parameters)`` and :meth:`simulate`."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *others: Path):
         import casadi as ca
 
         self.ca = ca
-        self.model, self.compile_seconds = compile_modelica(path)
+        self.model, self.compile_seconds = compile_modelica(path, *others)
         m = self.model
         vec = ca.vec
-        self.states = {v.symbol.name(): v.symbol for v in m.states}
-        self.q, self.qd = self.states["q"], self.states["qd"]
-        self.dof = self.q.numel()
-        ders = {v.symbol.name(): v.symbol for v in m.der_states}
+        self.state_names = [v.symbol.name() for v in m.states]
+        ders = [v.symbol for v in m.der_states]
         algs = [v.symbol for v in m.alg_states]
         self.inputs = [v.symbol for v in m.inputs]
         self.params = {v.symbol.name(): v for v in m.parameters}
         outs = [s for s in algs if OUTPUTS.match(s.name())]
-        dyn = [ders["der(q)"], ders["der(qd)"]] + [s for s in algs if not OUTPUTS.match(s.name())]
+        dyn = ders + [s for s in algs if not OUTPUTS.match(s.name())]
         O = ca.vertcat(*[vec(s) for s in outs])
         dyn_eq = [vec(e) for e in m.equations if not ca.depends_on(e, O)]
         out_eq = [vec(e) for e in m.equations if ca.depends_on(e, O)]
         self.Z = ca.vertcat(*[vec(s) for s in dyn])
-        self.X = ca.vertcat(self.q, self.qd)
+        self.X = ca.vertcat(*[vec(v.symbol) for v in m.states])
+        self.nx = self.X.shape[0]
         self.U = ca.vertcat(*[vec(s) for s in self.inputs]) if self.inputs else ca.MX.sym("nou", 0)
         self.P = ca.vertcat(*[vec(v.symbol) for v in m.parameters])
         known = ca.vertcat(self.X, self.U, self.P)
-        g = ca.Function("dyn", [self.Z, known], [ca.vertcat(*dyn_eq)])
+        self.residual = ca.vertcat(*dyn_eq)
+        g = ca.Function("dyn", [self.Z, known], [self.residual])
         self.solve_dyn = ca.rootfinder("solve_dyn", "fast_newton", g, {"abstol": 1e-14, "max_iter": 200})
-        self.n_qdd = (self.dof, 2 * self.dof)  # der(qd)'s rows in Z (after der(q))
+        if self.state_names[:2] == ["q", "qd"]:  # an export: der(qd)'s rows in Z (after der(q))
+            self.dof = m.states[0].symbol.numel()
+            self.n_qdd = (self.dof, 2 * self.dof)
         # the outputs: their equations, given the dynamics' values
         self.out_syms = outs
         self.O = O
-        h = ca.Function("out", [O, ca.vertcat(known, self.Z)], [ca.vertcat(*out_eq)])
-        self.solve_out = ca.rootfinder("solve_out", "fast_newton", h, {"abstol": 1e-14, "max_iter": 200})
-        guess = []
-        for s in outs:
-            n = s.numel()
-            if s.name().endswith("_pol"):
-                rows = s.size1()
-                guess.append(np.tile(np.eye(3).ravel(), (rows, 1)).ravel(order="F"))
-            elif s.name().endswith(("_pdet", "_qsign")):
-                guess.append(np.ones(n))
-            elif s.name().endswith("_qraw"):
-                guess.append(np.array([1.0, 0.0, 0.0, 0.0]))
-            else:
-                guess.append(np.zeros(n))
-        self.out_guess = np.concatenate(guess) if guess else np.zeros(0)
+        res = ca.vertcat(*out_eq)
+        self.out_fn = ca.Function("out", [O, ca.vertcat(known, self.Z)], [res, ca.jacobian(res, O)])
+        # block lower-triangular order of the output equations (CasADi's btf): each block
+        # (one equation and its variable, nearly always) is solved by Newton's method in
+        # turn, with every earlier block's values final
+        _, rowperm, colperm, rowblock, colblock, _, _ = ca.jacobian_sparsity(res, O).btf()
+        self.out_blocks = [(np.array(rowperm[rowblock[k]:rowblock[k + 1]]), np.array(colperm[colblock[k]:colblock[k + 1]]))
+                           for k in range(len(rowblock) - 1)]
+        self.out_n = O.shape[0]
 
     def parameter_vector(self, values: dict[str, float | list] | None = None) -> np.ndarray:
         """The parameters' values (the file's, with ``values`` by name replacing them)."""
@@ -107,7 +105,8 @@ class CompiledModel:
         return np.concatenate([np.ravel(q), np.ravel(qd), np.ravel(u), p])
 
     def dynamics(self, q, qd, u, p: np.ndarray) -> np.ndarray:
-        """Every dynamics unknown at one state (der(q) first, der(qd) next)."""
+        """Every dynamics unknown at one state (the states' derivatives first; ``q``, ``qd``: an
+        export's states, or the whole state vector and an empty ``qd``)."""
         guess = np.random.default_rng(0).uniform(0.5, 1.5, self.Z.shape[0])
         return np.asarray(self.solve_dyn(guess, self._known(q, qd, u, p))).ravel()
 
@@ -116,8 +115,18 @@ class CompiledModel:
         return self.dynamics(q, qd, u, p)[a:b]
 
     def outputs(self, q, qd, u, p: np.ndarray) -> dict[str, np.ndarray]:
+        """The outputs (and their internal variables) at one state, block by block."""
         z = self.dynamics(q, qd, u, p)
-        o = np.asarray(self.solve_out(self.out_guess, np.concatenate([self._known(q, qd, u, p), z]))).ravel()
+        known = np.concatenate([self._known(q, qd, u, p), z])
+        o = np.zeros(self.out_n)
+        for rows, cols in self.out_blocks:
+            for _ in range(20):
+                r, J = self.out_fn(o, known)
+                r = np.asarray(r).ravel()[rows]
+                if np.abs(r).max() <= 1e-15 * max(1.0, np.abs(o[cols]).max()):
+                    break
+                J = np.array(J)[np.ix_(rows, cols)]
+                o[cols] -= np.linalg.solve(J, r)
         out, k = {}, 0
         for s in self.out_syms:
             n = s.numel()
@@ -125,18 +134,23 @@ class CompiledModel:
             k += n
         return out
 
-    def simulate(self, t: np.ndarray, q0, qd0, u_of_t, p: np.ndarray, rtol: float = 1e-11) -> np.ndarray:
-        """``[q, qd]`` at the times ``t`` by CasADi's CVODES (the dynamics solved inside the
-        right-hand side), the inputs ``u_of_t(t_sym)`` a CasADi expression of time."""
+    def simulate(self, t: np.ndarray, x0, u_of_t, p: np.ndarray, rtol: float = 1e-11) -> np.ndarray:
+        """The states (an export's ``[q, qd]``) at the times ``t`` by CasADi's IDAS on pymoca's
+        DAE: every dynamics unknown algebraic (their residual equations), the first ``nx`` of them
+        (the derivatives) the states' rates; the inputs ``u_of_t(t_sym)`` a CasADi expression of
+        time."""
         ca = self.ca
-        a, b = self.n_qdd
-        x = ca.MX.sym("x", 2 * self.dof)
         ts = ca.MX.sym("t")
-        guess = ca.DM(np.random.default_rng(0).uniform(0.5, 1.5, self.Z.shape[0]))
+        z = ca.MX.sym("z", self.Z.shape[0])
+        x = ca.MX.sym("x", self.nx)
         u = u_of_t(ts) if self.inputs else ca.MX(0, 1)
-        z = self.solve_dyn(guess, ca.vertcat(x, u, ca.DM(p)))
-        dae = {"x": x, "t": ts, "ode": ca.vertcat(x[self.dof:], z[a:b])}
-        F = ca.integrator("F", "cvodes", dae, float(t[0]), list(map(float, t[1:])),
-                          {"abstol": 1e-12, "reltol": rtol, "max_num_steps": 200000})
-        sol = np.asarray(F(x0=np.concatenate([np.ravel(q0), np.ravel(qd0)]))["xf"])
-        return np.vstack([np.concatenate([np.ravel(q0), np.ravel(qd0)]), sol.T])
+        g = ca.Function("g", [self.Z, ca.vertcat(self.X, self.U, self.P)], [self.residual])
+        dae = {"x": x, "z": z, "t": ts, "ode": z[: self.nx], "alg": g(z, ca.vertcat(x, u, ca.DM(p)))}
+        F = ca.integrator("F", "idas", dae, float(t[0]), list(map(float, t[1:])),
+                          {"abstol": 1e-12, "reltol": rtol, "max_num_steps": 200000, "calc_ic": True,
+                           "suppress_algebraic": True})
+        x0 = np.ravel(x0).astype(float)
+        u0 = np.asarray(ca.Function("u0", [ts], [u])(float(t[0]))).ravel()
+        z0 = self.dynamics(x0, [], u0, p)
+        sol = np.asarray(F(x0=x0, z0=z0)["xf"])
+        return np.vstack([x0, sol.T])

@@ -58,7 +58,8 @@ RESERVED = {"q", "qd", "q_start", "qd_start", "envelope", "gravity", "time", "u"
             "f", "Mm", "rhs", "lam", "Xi", "Wo", "bo"}
 
 
-def _num(v: float) -> str:
+def _literal(v: float) -> str:
+    """A real literal, sign included (where an expression may start: an array element)."""
     v = float(v)
     if not math.isfinite(v):
         raise ExportError(f"a model value {v} is not finite; the model cannot be written as Modelica")
@@ -66,8 +67,15 @@ def _num(v: float) -> str:
     return text if any(c in text for c in ".e") else text + ".0"
 
 
+def _num(v: float) -> str:
+    """A real literal inside an expression: a negative one in parentheses (Modelica's grammar
+    has no unary minus after a binary operator: ``a - -1`` and ``a * -1`` are not Modelica)."""
+    text = _literal(v)
+    return f"({text})" if text.startswith("-") else text
+
+
 def _vector(values, per_line: int = 6, indent: str = "      ") -> str:
-    vals = [_num(v) for v in np.ravel(values)]
+    vals = [_literal(v) for v in np.ravel(values)]
     lines = [", ".join(vals[i:i + per_line]) for i in range(0, len(vals), per_line)]
     return "{" + (",\n" + indent).join(lines) + "}"
 
@@ -140,7 +148,7 @@ def _check_names(art, names: list[str]) -> None:
             problems.append(f"'{n}' is generated twice")
         seen[n] = n
     if problems:
-        raise ExportError([f"{art.source}: the mechanism's names do not make a valid Modelica model: {p}; rename "
+        raise ExportError([f"{art.path}: the mechanism's names do not make a valid Modelica model: {p}; rename "
                            "the body, input or spring in the mechanism file" for p in problems])
 
 
@@ -150,7 +158,7 @@ def modelica_source(art, name: str) -> str:
 
     model = art.model
     if not isinstance(model, ManifoldModel):
-        raise ExportError(f"{art.source}: a '{art.reducer}' model is discrete-time (it advances by its own step "
+        raise ExportError(f"{art.path}: a '{art.reducer}' model is discrete-time (it advances by its own step "
                           "map), so it has no continuous equations to write as Modelica; export an FMU instead "
                           "(--format fmu), or train an autoencoder model (the default reducer)")
     mech, layout = art.mechanism, art.layout
@@ -158,7 +166,7 @@ def modelica_source(art, name: str) -> str:
     bodies = mech.bodies
     act = model.decoder.activation
     if act not in ("tanh", "sigmoid", "softplus"):
-        raise ExportError(f"{art.source}: activation {act} is not written as Modelica (tanh, sigmoid, softplus are)")
+        raise ExportError(f"{art.path}: activation {act} is not written as Modelica (tanh, sigmoid, softplus are)")
     src = _Source()
     inputs = [i.name for i in mech.inputs]
     outputs = [f"{b.name}_{c}" for b in bodies for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
@@ -429,7 +437,7 @@ def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> Non
                                      (f"{p}_hb1", _vector(hb1), f"[{h2}]", "h: layer 2 biases"),
                                      (f"{p}_hW2", _vector(hW2), f"[{h2}]", "h: output weights")):
             src.par(nm_, val, f"spring {spring.name}'s learned law: {desc}", dims=dims, protected=True)
-        for v, d, desc in ((f"{p}_z", "", "normalised length"), (f"{p}_w", "", "normalised length rate"),
+        for v, d, desc in ((f"{p}_lz", "", "normalised length"), (f"{p}_lw", "", "normalised length rate"),
                            (f"{p}_g1", f"[{h1}]", "g: layer 1"), (f"{p}_g2", f"[{h2}]", "g: layer 2"),
                            (f"{p}_a2", f"[{h2}]", "g: layer 2 pre-activation"), (f"{p}_h1", f"[{h1}]", "h: layer 1"),
                            (f"{p}_h2", f"[{h2}]", "h: layer 2"), (f"{p}_ha2", f"[{h2}]", "h: layer 2 pre-activation"),
@@ -437,12 +445,12 @@ def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> Non
                            (f"{p}_ha", "", "h's output before softplus"),
                            (f"{p}_h", "", "learned damping coefficient h(l, ldot) >= 0, N s/m")):
             src.var(f"Real {v}{d}", f"spring {spring.name}'s learned law: {desc}")
-        src.eq(f"{p}_z = (sl[{s}] - {_num(nm[0])}) * {_num(1.0 / nm[1])};",
-               f"{p}_w = sldot[{s}] * {_num(1.0 / nm[2])};",
+        src.eq(f"{p}_lz = (sl[{s}] - {_num(nm[0])}) * {_num(1.0 / nm[1])};",
+               f"{p}_lw = sldot[{s}] * {_num(1.0 / nm[2])};",
                f"for i in 1:{h1} loop",
-               f"  {p}_g1[i] = tanh({p}_gW0[i] * {p}_z + {p}_gb0[i]);",
+               f"  {p}_g1[i] = tanh({p}_gW0[i] * {p}_lz + {p}_gb0[i]);",
                f"  {p}_h1[i] = tanh(" + " + ".join(
-                   [f"{p}_hW0[i, 1] * {p}_z", f"{p}_hW0[i, 2] * {p}_w", f"{p}_hW0[i, 3] * abs({p}_w)"])
+                   [f"{p}_hW0[i, 1] * {p}_lz", f"{p}_hW0[i, 2] * {p}_lw", f"{p}_hW0[i, 3] * abs({p}_lw)"])
                + f" + {p}_hb0[i]);",
                "end for;",
                f"{p}_a2 = {p}_gW1 * {p}_g1 + {p}_gb1;", f"{p}_ha2 = {p}_hW1 * {p}_h1 + {p}_hb1;",
@@ -517,7 +525,8 @@ def _poses(src: _Source, bodies, layout) -> None:
         for comp in range(4):
             exprs = []
             for arg, nums in branches:
-                sq = f"sqrt(max({arg}, 1e-300))"
+                # the chosen branch has arg = 4 max(w, x, y, z)^2 >= 1; the floor keeps the others finite
+                sq = f"sqrt(max({arg}, 0.25))"
                 exprs.append(f"0.5 * {sq}" if nums[comp] is None else f"({nums[comp]}) * 0.5 * {sq}^(-1)")
             src.eq(f"{P}_qraw[{comp + 1}] = if {k0} then {exprs[0]} elseif {k1} then {exprs[1]} elseif {k2} then "
                    f"{exprs[2]} else {exprs[3]};")
