@@ -46,6 +46,8 @@ BENCHMARKS: dict[str, list[str]] = {
     "node": [f"{BENCH}/four_bar-known-w1", f"{BENCH}/slider_crank-known-w1", f"{BENCH}/two_bar-known-w1"],
     "linearize": [],
     "closed_loop": ["--models", BENCH],
+    "variants": [],
+    "modelica": [],
 }
 
 

@@ -16,6 +16,13 @@ excitation for 10 s, inside the training range:
 * ``point``: the first force input applied 0.3 body radii further along the body's x axis
   (mechanisms with a force input).
 
+A variant whose static inputs lie outside the trained input range starts outside the
+training envelope (the envelope output says so from t = 0); its row says when the rollout
+first left the envelope, and the targets are asserted for the variants that stay inside.
+The acceleration error (the model's accelerations along the engine's run, from the encoded
+run's second differences every 50 ms, rms over the rms acceleration) of the variant and of the
+held-out ``low`` run tell the chart's accuracy from the rollout's growth of it.
+
 Per variant: the position NRMSE of `mc2fmu simulate` with the trained parameters and with
 the variant's file; that figure over the model's held-out NRMSE (the worse of the ``low`` and
 ``shape`` runs; target <= 2); the small-oscillation frequencies of `mc2fmu linearize
@@ -46,6 +53,23 @@ from examples import _exudyn, reference  # noqa: E402
 from examples.reference import MECHANISMS  # noqa: E402
 
 HELD_OUT = ("low", "shape")
+
+
+def acceleration_error(art, mech: Path, run: Path) -> float:
+    """The model's accelerations against the engine run's (second differences of the encoded
+    run every 50 ms): rms error over rms acceleration."""
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.mechanics.natural import nc_from_poses
+
+    r = read_run(run, load_mechanism(mech))
+    q = art.encode_series(nc_from_poses(art.layout, r.origin, r.rotation))
+    dt = float(r.t[1] - r.t[0])
+    k = np.arange(200, len(q) - 200, 50)
+    qd = (q[k + 1] - q[k - 1]) / (2 * dt)
+    qdd = (q[k + 1] - 2 * q[k] + q[k - 1]) / dt**2
+    err = art.model.acceleration(q[k], qd, r.u[k]) - qdd
+    return float(np.sqrt(np.mean(err**2) / np.mean(qdd**2)))
 NRMSE_RATIO_TARGET = 2.0
 FREQUENCY_TARGET = 0.01
 
@@ -159,6 +183,7 @@ def main(argv=None) -> int:
 
     from mc2fmu.mechanics.mechanism import load_mechanism
     from mc2fmu.mechanics.variants import parameter_settings, physical_parameters
+    from mc2fmu.models.artifact import load_artifact
     from mc2fmu.pipeline import train
     from mc2fmu.reducers.autoencoder.config import TrainConfig
     from mc2fmu.validation.simulate import simulate_file
@@ -174,20 +199,27 @@ def main(argv=None) -> int:
                       model_dir)
         base = reference.model(name)
         held = max(evaluate(model_dir, folder)[e]["nrmse"] for e in HELD_OUT) if not args.cost_only else None
+        if not args.cost_only:
+            art = load_artifact(model_dir)
+            held_acc = acceleration_error(art, folder / "mechanism.toml", folder / "runs" / "low.csv.gz")
         for tag, m in ({} if args.cost_only else variants_of(base)).items():
             t0 = time.perf_counter()
             mech, run, m = engine_run(m, args.out / "runs" / name / tag)
             trained = simulate_file(model_dir, folder / "mechanism.toml", run, args.out / "sim.csv")["nrmse"]
-            variant = simulate_file(model_dir, mech, run, args.out / "sim.csv")["nrmse"]
+            sim = simulate_file(model_dir, mech, run, args.out / "sim.csv")
+            variant, left = sim["nrmse"], sim["envelope_first_exit"]
+            acc = acceleration_error(art.for_mechanism(load_mechanism(mech), mech)[0], mech, run)
             reduced, engine, f_err = frequencies(model_dir, m, mech)
             ratio = variant / held
-            rows.append((name, tag, held, trained, variant, ratio, engine, reduced, f_err))
-            if not ratio <= NRMSE_RATIO_TARGET or (np.isfinite(f_err) and not f_err <= FREQUENCY_TARGET) or \
-                    f_err == float("inf"):
-                missed.append(f"{name}/{tag}")
+            rows.append((name, tag, held, trained, variant, ratio, left, held_acc, acc, engine, reduced, f_err))
+            if left is None and not ratio <= NRMSE_RATIO_TARGET:
+                missed.append(f"{name}/{tag} (NRMSE x{ratio:.2f})")
+            if (np.isfinite(f_err) and not f_err <= FREQUENCY_TARGET) or f_err == float("inf"):
+                missed.append(f"{name}/{tag} (frequency {100 * f_err:.2f} %)")
             print(f"{name}/{tag}: held-out {100 * held:.3f} %, trained parameters {100 * trained:.3f} %, variant's "
-                  f"{100 * variant:.3f} % (x{ratio:.2f}); frequencies engine {np.round(engine, 4)} reduced "
-                  f"{np.round(reduced, 4)} ({time.perf_counter() - t0:.0f} s)", flush=True)
+                  f"{100 * variant:.3f} % (x{ratio:.2f}), left the envelope {left}; acceleration error {acc:.1e} "
+                  f"(held-out {held_acc:.1e}); frequencies engine {np.round(engine, 4)} reduced {np.round(reduced, 4)} "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
         if not args.no_cost:
             trained_mech = load_mechanism(folder / "mechanism.toml")
             mech, _, _ = engine_run(variants_of(base)["mass"], args.out / "runs" / name / "mass")
@@ -197,12 +229,14 @@ def main(argv=None) -> int:
             costs.append((name, step_cost(model_dir, folder, work, {}), step_cost(model_dir, folder, work, settings),
                           len(settings)))
 
-    print("\n| mechanism | variant | held-out NRMSE | trained parameters | variant's parameters | ratio to held-out "
-          "| engine (Hz) | linearize (Hz) | frequency error |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, tag, held, trained, variant, ratio, engine, reduced, f_err in rows:
+    if rows:
+        print("\n| mechanism | variant | held-out NRMSE | trained parameters | variant's parameters | ratio to held-out "
+              "| left the envelope | acceleration error, held-out / variant | engine (Hz) | linearize (Hz) | frequency error |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, tag, held, trained, variant, ratio, left, held_acc, acc, engine, reduced, f_err in rows:
         fmt = ", ".join
         print(f"| {name} | {tag} | {100 * held:.3f} % | {100 * trained:.3f} % | {100 * variant:.3f} % | {ratio:.2f} | "
+              f"{'no' if left is None else f'at {left:.2f} s'} | {held_acc:.1e} / {acc:.1e} | "
               f"{fmt(f'{f:.4g}' for f in engine) or '-'} | {fmt(f'{f:.4g}' for f in reduced) or '-'} | "
               f"{'-' if np.isnan(f_err) else f'{100 * f_err:.2f} %'} |")
     if costs:
@@ -211,11 +245,11 @@ def main(argv=None) -> int:
         print("|---|---|---|---|")
         for name, default, changed, n in costs:
             print(f"| {name} | {default:.2f} | {changed:.2f} | {n} |")
-    ratios = [r[5] for r in rows]
-    f_errs = [r[8] for r in rows if np.isfinite(r[8])]
+    ratios = [r[5] for r in rows if r[6] is None]
+    f_errs = [r[11] for r in rows if np.isfinite(r[11])]
     if not rows:
         return 0
-    print(f"\nratio to held-out: median {np.median(ratios):.2f}, worst {max(ratios):.2f} (target <= "
+    print(f"\nratio to held-out (variants inside the envelope): median {np.median(ratios):.2f}, worst {max(ratios):.2f} (target <= "
           f"{NRMSE_RATIO_TARGET:g}); frequency error: median {100 * np.median(f_errs):.2f} %, worst "
           f"{100 * max(f_errs):.2f} % (target <= {100 * FREQUENCY_TARGET:g} %)")
     if missed:

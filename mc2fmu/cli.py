@@ -314,6 +314,10 @@ the run's initial state, and compare with the run's poses.  Reports per run: pos
 NRMSE, max position and rotation errors, whether the stop time was reached, when the
 envelope flag rose, and the wall time; plus fmpy's model-description problems.
 
+The mechanism file may be a physical variant of the exported one (other masses, centres of
+mass, inertias, gravity or spring constants): the FMU's parameters are set to its values
+through FMI (native FMUs of decoder-manifold models) and listed.
+
 Exit code: 0 when the model description has no problems (accuracy is reported, not
 judged), 1 otherwise.
 

@@ -17,6 +17,11 @@ prints a JSON result.
   in turn in Instantiated mode, then initialise; returns each call's outcome ("ok" or the
   error), the FMU's messages and, if initialisation succeeded, a parameter's value read back
   (``read``) and an attempt to set it again after initialisation.
+* ``parameter_states``: FMI 2 model exchange; instance A with ``values`` set before
+  initialisation and instance B with the start values, in one process: the derivatives of each
+  at ``states`` (``u``); A's FMU state taken, A reset (``read``: a parameter's value after the
+  reset) and initialised again with its start values, then the state restored; the serialized
+  state loaded into B: the derivatives after each.
 * ``me_analytic``: FMI 2 model exchange under fmpy's CVode (``fmpy.sundials.CVodeSolver``,
   relative tolerance ``rtol``) with analytic inputs, set at every right-hand-side evaluation
   (fmpy's own loop holds inputs between its steps): input ``k`` is ``static[k] + amp[k] sin(2 pi
@@ -151,6 +156,60 @@ def jacobian(req: dict) -> dict:
     fmu.terminate()
     fmu.freeInstance()
     return {"unknowns": unknowns, "knowns": knowns, "values": values, "J": jacobians}
+
+
+def parameter_states(req: dict) -> dict:
+    import ctypes
+
+    from fmpy import extract, read_model_description
+    from fmpy.simulation import instantiate_fmu
+
+    md = read_model_description(req["fmu"])
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    n = md.numberOfContinuousStates
+    unzipped = extract(req["fmu"])
+    inputs = [v.name for v in md.modelVariables if v.causality == "input"]
+
+    def start(fmu, values):
+        fmu.setupExperiment(startTime=0.0)
+        fmu.setReal([vr[k] for k in req["start"]], list(req["start"].values()))
+        if values:
+            fmu.setReal([vr[k] for k in values], list(values.values()))
+        fmu.enterInitializationMode()
+        fmu.exitInitializationMode()
+        fmu.enterContinuousTimeMode()
+
+    def derivatives(fmu):
+        rows = []
+        for x, u in zip(req["states"], req["u"]):
+            if inputs:
+                fmu.setReal([vr[k] for k in inputs], u)
+            fmu.setContinuousStates((ctypes.c_double * n)(*x), n)
+            dx = (ctypes.c_double * n)()
+            fmu.getDerivatives(dx, n)
+            rows.append(list(dx))
+        return rows
+
+    a = instantiate_fmu(unzipped, md, "ModelExchange")
+    b = instantiate_fmu(unzipped, md, "ModelExchange")
+    start(a, req["values"])
+    start(b, {})
+    out = {"a": derivatives(a), "b": derivatives(b)}
+    state = a.getFMUstate()
+    blob = a.serializeFMUstate(state)
+    a.reset()
+    start(a, {})
+    out["read_after_reset"] = list(a.getReal([vr[req["read"]]]))[0]
+    out["a_reset"] = derivatives(a)
+    a.setFMUstate(state)
+    out["a_restored"] = derivatives(a)
+    b.setFMUstate(b.deSerializeFMUstate(blob))
+    out["b_deserialized"] = derivatives(b)
+    a.freeFMUstate(state)
+    for fmu in (a, b):
+        fmu.terminate()
+        fmu.freeInstance()
+    return out
 
 
 def me_analytic(req: dict) -> dict:
@@ -457,7 +516,7 @@ def misuse(req: dict) -> dict:
 
 if __name__ == "__main__":
     request = json.loads(open(sys.argv[1]).read())
-    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "jacobian": jacobian, "parameters": parameters, "me_analytic": me_analytic, "nan": nan, "misuse": misuse}
+    kinds = {"simulate": simulate, "steps": steps, "derivatives": derivatives, "jacobian": jacobian, "parameters": parameters, "me_analytic": me_analytic, "parameter_states": parameter_states, "nan": nan, "misuse": misuse}
     result = kinds[request["kind"]](request)
     # on a line of its own, last: what the FMU logged to stdout on the way comes before it
     sys.stdout.write("\n" + json.dumps(result) + "\n")

@@ -81,7 +81,8 @@ class CompiledModel:
         self.out_syms = outs
         self.O = O
         res = ca.vertcat(*out_eq)
-        self.out_fn = ca.Function("out", [O, ca.vertcat(known, self.Z)], [res, ca.jacobian(res, O)])
+        self.out_r = ca.Function("out_r", [O, ca.vertcat(known, self.Z)], [res])
+        self.out_J = ca.Function("out_J", [O, ca.vertcat(known, self.Z)], [ca.jacobian(res, O)])
         # block lower-triangular order of the output equations (CasADi's btf): each block
         # (one equation and its variable, nearly always) is solved by Newton's method in
         # turn, with every earlier block's values final
@@ -119,14 +120,14 @@ class CompiledModel:
         z = self.dynamics(q, qd, u, p)
         known = np.concatenate([self._known(q, qd, u, p), z])
         o = np.zeros(self.out_n)
-        for rows, cols in self.out_blocks:
-            for _ in range(20):
-                r, J = self.out_fn(o, known)
-                r = np.asarray(r).ravel()[rows]
-                if np.abs(r).max() <= 1e-15 * max(1.0, np.abs(o[cols]).max()):
-                    break
-                J = np.array(J)[np.ix_(rows, cols)]
-                o[cols] -= np.linalg.solve(J, r)
+        for _ in range(5):  # forward-substitution sweeps: one is exact when each block is explicit in its variable
+            J = np.array(self.out_J(o, known))
+            for rows, cols in self.out_blocks:
+                r = np.asarray(self.out_r(o, known)).ravel()[rows]
+                o[cols] -= np.linalg.solve(J[np.ix_(rows, cols)], r)
+            r = np.asarray(self.out_r(o, known)).ravel()
+            if np.abs(r).max() <= 1e-13 * max(1.0, np.abs(o).max()):
+                break
         out, k = {}, 0
         for s in self.out_syms:
             n = s.numel()

@@ -432,9 +432,9 @@ def test_model_exchange_derivatives_follow_the_parameters_set_through_fmi(traine
 @pytest.mark.parametrize("fmi", [2, 3])
 def test_an_fmu_refuses_parameters_no_rigid_body_has_with_a_message(trained, tmp_path, fmi):
     """Bad values get an error status and a message naming the parameter, never a run: a
-    negative mass when it is set, an inertia breaking the triangle inequality at
-    initialisation (its entries are set one at a time), a rest length of 0, a change after
-    initialisation; good values are taken and read back."""
+    negative or non-finite mass and an absurd gravity when they are set, an inertia breaking
+    the triangle inequality at initialisation (its entries are set one at a time), a change
+    after initialisation; good values are taken and read back."""
     from mc2fmu.fmu.export import export_fmu
     from tests.fmu_helpers import run_json
 
@@ -464,3 +464,63 @@ def test_an_fmu_refuses_parameters_no_rigid_body_has_with_a_message(trained, tmp
     assert fine["read"] == 2.5 * body.mass
     assert fine["calls"][-1][1] != "ok" and any("fixed parameter" in m["message"] for m in fine["messages"])
     assert run([["gravity[2]", 1e9]])["calls"][0][1] != "ok"
+
+
+def _rotated(J_diag, angles) -> list:
+    """A full inertia tensor: the principal moments J_diag in axes turned by three angles."""
+    from scipy.spatial.transform import Rotation
+
+    R = Rotation.from_euler("xyz", angles).as_matrix()
+    return (R @ np.diag(J_diag) @ R.T).tolist()
+
+
+def test_full_inertia_tensors_states_and_instances_keep_their_own_parameters(trained, tmp_path):
+    """An FMU exported with a full (non-diagonal) inertia tensor has six inertia parameters;
+    another full tensor, a mass and a centre of mass set through FMI give the derivatives of
+    the model read with that file (1e-10), while a second instance in the same process keeps
+    the exported ones; a reset goes back to the exported values; a restored or deserialized
+    FMU state carries its parameters with it."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.mechanics.variants import parameter_settings, physical_parameters
+    from mc2fmu.models.artifact import load_artifact
+    from tests.fmu_helpers import run_json, start_values
+
+    model, mech, _ = trained("four_bar")
+    d = load_mechanism(mech).to_dict()
+    body = d["bodies"][1]
+    J = np.diag(np.asarray(body["inertia"], dtype=float)) if np.ndim(body["inertia"]) == 2 else np.asarray(body["inertia"])
+    body["inertia"] = _rotated(J, [0.3, -0.2, 0.5])
+    exported = tmp_path / "exported.toml"
+    exported.write_text(mechanism_toml(d))
+    fmu = tmp_path / "full.fmu"
+    export_fmu(model, fmu, "native", 2, "me", mechanism=exported)
+    names = [p.name for p in physical_parameters(load_mechanism(exported))]
+    assert f"{body['name']}.inertia[6]" in names
+    body["inertia"] = _rotated(1.3 * J, [-0.4, 0.25, 0.1])
+    body["mass"] *= 1.4
+    d["bodies"][2]["com"] = (np.asarray(d["bodies"][2]["com"], dtype=float) + [0.01, 0.02, 0.0]).tolist()
+    variant = mechanism_from_dict(d, source="v")
+    art = load_artifact(model)
+    exported_art = art.for_mechanism(load_mechanism(exported), exported)[0]
+    variant_art = art.for_mechanism(variant, "v")[0]
+    settings, _ = parameter_settings(exported_art.mechanism, variant, set(names), "v", fmu.name)
+    assert {f"{body['name']}.inertia[{k}]" for k in range(4, 7)} <= set(settings)
+    from mc2fmu.models.envelope import sample_points
+
+    pts = sample_points(art.envelope, art.model, 6, seed=9)
+    q = np.concatenate([p["q"] for p in pts])
+    qd = np.concatenate([p["qd"] for p in pts])
+    u = np.concatenate([p["u"] for p in pts])
+    res = run_json(FMPY_SIM, {"kind": "parameter_states", "fmu": str(fmu), "start": start_values(model),
+                              "values": settings, "read": f"{body['name']}.mass",
+                              "states": np.hstack([q, qd]).tolist(), "u": u.tolist()}, tmp_path)
+    m = art.dof
+    want_variant = variant_art.model.acceleration(q, qd, u)
+    want_exported = exported_art.model.acceleration(q, qd, u)
+    scale = np.abs(want_variant).max()
+    assert np.abs(want_variant - want_exported).max() > 1e-3 * scale  # the parameters do matter here
+    for key, want in (("a", want_variant), ("b", want_exported), ("a_reset", want_exported),
+                      ("a_restored", want_variant), ("b_deserialized", want_variant)):
+        got = np.array(res[key])[:, m:]
+        assert np.abs(got - want).max() <= 1e-10 * scale, key
+    assert res["read_after_reset"] == load_mechanism(exported).bodies[1].mass

@@ -17,7 +17,7 @@ springs' names, bodies and law kind) describes another mechanism, and is refused
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -205,29 +205,6 @@ def physical_parameters(mechanism: Mechanism, learned_damping: tuple[str, ...] =
         out.append(PhysicalParameter(f"{spring.name}.length", "m", f"rest length of spring {spring.name}",
                                      theta[o + 2], o + 2))
     return out
-
-
-def with_parameters(mechanism: Mechanism, values: dict[str, float]) -> Mechanism:
-    """``mechanism`` with some of :func:`physical_parameters` set by name (what an FMU does
-    with the values a host sets); an unknown name is a :class:`ModelError`."""
-    known = {p.name: p.slot for p in physical_parameters(mechanism)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ModelError(f"unknown physical parameters {unknown}; the model has {sorted(known)}")
-    theta = parameter_vector(mechanism)
-    for name, v in values.items():
-        theta[known[name]] = float(v)
-    bodies = []
-    for b, body in enumerate(mechanism.bodies):
-        o = BODY_SLOTS * b
-        J = np.zeros((3, 3))
-        for k, (i, j) in enumerate(INERTIA_ENTRIES):
-            J[i, j] = J[j, i] = theta[o + 4 + k]
-        bodies.append(replace(body, mass=float(theta[o]), com=theta[o + 1:o + 4].copy(), inertia=J))
-    g = BODY_SLOTS * len(mechanism.bodies)
-    springs = [replace(s, stiffness=float(theta[g + 3 + 3 * k]), damping=float(theta[g + 4 + 3 * k]),
-                       length=float(theta[g + 5 + 3 * k])) for k, s in enumerate(mechanism.springs)]
-    return replace(mechanism, bodies=tuple(bodies), gravity=theta[g:g + 3].copy(), springs=tuple(springs))
 
 
 def parameter_settings(exported: Mechanism, variant: Mechanism, exposed: set[str] | list[str],

@@ -53,9 +53,12 @@ discrete each else elseif elsewhen encapsulated end enumeration equation expanda
 flow for function if import impure in initial inner input loop model not operator or outer output package
 parameter partial protected public pure record redeclare replaceable return stream then true type when while
 within""".split())
-#: names the generated model declares itself
-RESERVED = {"q", "qd", "q_start", "qd_start", "envelope", "gravity", "time", "u", "x", "J", "s", "xd", "MJ", "Ms",
-            "f", "Mm", "rhs", "lam", "Xi", "Wo", "bo"}
+#: built-in functions and operators of Modelica 3.6 (chapter 3.7) a name must not shadow
+BUILTINS = set("""abs sign sqrt div mod rem ceil floor integer sin cos tan asin acos atan atan2 sinh cosh tanh exp log
+log10 max min sum product transpose outerProduct identity diagonal zeros ones fill linspace cat ndims size scalar
+vector matrix cross skew symmetric smooth noEvent homotopy semiLinear inStream actualStream spatialDistribution
+getInstanceName initial terminal pre edge change reinit sample delay cardinality assert terminate String time
+Integer Real Boolean""".split())
 
 
 def _literal(v: float) -> str:
@@ -90,12 +93,14 @@ def _string(s: str) -> str:
 
 
 class _Source:
-    """Declarations (public and protected) and equations, in order."""
+    """Declarations (public and protected) and equations, in order; ``names`` the declared
+    names (a name declared twice is an error at the end)."""
 
     def __init__(self) -> None:
         self.public: list[str] = []
         self.protected: list[str] = []
         self.equations: list[str] = []
+        self.names: list[str] = []
 
     def par(self, name: str, value: str, desc: str, unit: str | None = None, dims: str = "",
             protected: bool = False) -> None:
@@ -104,9 +109,11 @@ class _Source:
             mod = f'({"each " if dims else ""}unit="{unit}")'
         line = f"  parameter Real {name}{dims}{mod} = {value} {_string(desc)};"
         (self.protected if protected else self.public).append(line)
+        self.names.append(name)
 
     def var(self, decl: str, desc: str, protected: bool = True) -> None:
         (self.protected if protected else self.public).append(f"  {decl} {_string(desc)};")
+        self.names.append(re.match(r"(?:(?:input|output)\s+)?Real\s+([A-Za-z_][A-Za-z0-9_]*)", decl).group(1))
 
     def eq(self, *lines: str) -> None:
         self.equations += ["  " + ln for ln in lines]
@@ -138,18 +145,22 @@ def modelica_name(name: str) -> str:
     return name
 
 
-def _check_names(art, names: list[str]) -> None:
-    seen: dict[str, str] = {}
+def _check_names(art, src: _Source, mechanism_names: list[str]) -> None:
+    """Every declared name once, none a keyword or a built-in, and the mechanism's names (bodies,
+    inputs, springs) not taken by what the model declares for itself."""
+    seen: set[str] = set()
     problems = []
-    for n in names:
-        if n in KEYWORDS:
-            problems.append(f"'{n}' is a Modelica keyword")
+    for n in src.names:
         if n in seen:
-            problems.append(f"'{n}' is generated twice")
-        seen[n] = n
+            problems.append(f"'{n}' would be declared twice")
+        seen.add(n)
+    for n in mechanism_names:
+        if n in KEYWORDS or n in BUILTINS:
+            problems.append(f"'{n}' is a Modelica keyword or built-in function")
     if problems:
-        raise ExportError([f"{art.path}: the mechanism's names do not make a valid Modelica model: {p}; rename "
-                           "the body, input or spring in the mechanism file" for p in problems])
+        raise ExportError([f"{art.path}: the mechanism's names do not make a valid Modelica model: {p}; rename the "
+                           "body, input or spring in the mechanism file (and train again), or export an FMU"
+                           for p in dict.fromkeys(problems)])
 
 
 def modelica_source(art, name: str) -> str:
@@ -169,15 +180,6 @@ def modelica_source(art, name: str) -> str:
         raise ExportError(f"{art.path}: activation {act} is not written as Modelica (tanh, sigmoid, softplus are)")
     src = _Source()
     inputs = [i.name for i in mech.inputs]
-    outputs = [f"{b.name}_{c}" for b in bodies for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
-    phys = []
-    for b in bodies:
-        phys += [f"{b.name}_{k}" for k in ("mass", "com", "inertia", "d1", "d2", "d3", "pol", "pdet", "qraw", "qsign",
-                                           "R0", "R1", "R2", "R3")]
-        phys += [f"{b.name}_A{j}{k}" for j in range(4) for k in range(j, 4)]
-        phys += [f"{b.name}_S{j}{k}" for j in range(1, 4) for k in range(j, 4)]
-    phys += [f"{s.name}_{k}" for s in mech.springs for k in ("stiffness", "damping", "length")]
-    _check_names(art, inputs + outputs + phys + sorted(RESERVED))
 
     # ---------------------------------------------------------------- parameters
     init = art.initial_state
@@ -277,6 +279,7 @@ def modelica_source(art, name: str) -> str:
            "trained in (q, qd or an input outside the training range); its results are extrapolation\", "
            "AssertionLevel.warning);")
 
+    _check_names(art, src, [b.name for b in bodies] + inputs + [s.name for s in mech.springs])
     coords = ", ".join(art.coordinates) if art.coordinates else f"{m} learnt coordinate(s)"
     return string.Template(TEMPLATE.read_text()).substitute(
         name=name, mechanism=mech.name, version=__version__, coordinates=coords,
@@ -414,13 +417,17 @@ def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> Non
             for c in nz:
                 rows[c].append(_coef(-sp.D[k, i, c], f"sn[{s}, {i + 1}] * sT[{s}]"))
         src.eq(f"sl[{s}] = sqrt(sd[{s}, 1]^2 + sd[{s}, 2]^2 + sd[{s}, 3]^2);",
-               f"for i in 1:3 loop", f"  sn[{s}, i] = sd[{s}, i] * sl[{s}]^(-1);", "end for;",
+               "for i in 1:3 loop", f"  sn[{s}, i] = sd[{s}, i] * sl[{s}]^(-1);", "end for;",
                f"sldot[{s}] = sn[{s}, 1] * sdd[{s}, 1] + sn[{s}, 2] * sdd[{s}, 2] + sn[{s}, 3] * sdd[{s}, 3];")
         elastic = f"{spring.name}_stiffness * (sl[{s}] - {spring.name}_length)"
         if k not in laws:
             src.eq(f"sT[{s}] = {elastic} + {spring.name}_damping * sldot[{s}];")
             continue
         law = laws[k]
+        if len(law.g.layers) != 3 or len(law.h.layers) != 3 or law.g.activation != "tanh" or \
+                law.h.activation != "tanh":
+            raise ExportError(f"{art.path}: spring {spring.name}'s learned law is not the two-hidden-layer tanh "
+                              "network the Modelica export writes; export an FMU (--backend python) instead")
         nm = np.asarray(law.norm, dtype=float)
         (gW0, gb0), (gW1, gb1), (gW2, gb2) = law.g.layers
         (hW0, hb0), (hW1, hb1), (hW2, hb2) = law.h.layers

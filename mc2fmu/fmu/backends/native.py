@@ -143,6 +143,11 @@ def _strings(name: str, values: list[str]) -> str:
     return f"static const char *const {name}[{len(values)}] = {{\n    " + ",\n    ".join(map(_c_string, values)) + "\n};"
 
 
+#: configurations over the envelope where new physical parameters must leave J^T M J regular (as
+#: mc2fmu.models.artifact._check_reduced_mass samples them)
+MASS_CHECKS = 32
+
+
 #: eigenvalues of the folded mass matrix below this fraction of the largest are dropped: its own
 #: rounding (64 x 64, float64) is ~1e-15 of the largest, and an exact rank deficiency (the
 #: decoder's outputs span the data's hull, e.g. 6 directions for the five-bar's 48 coordinates)
@@ -291,6 +296,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     env = artifact.envelope
     node = node_model(artifact)
     lpca = local_pca_model(artifact)
+    mass_check_q = np.concatenate([p["q"] for p in sample_points(env, model, MASS_CHECKS, seed=3)])
     defines = {
         "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
         "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),
@@ -298,7 +304,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_NK": len(G_h), "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
         "MC2FMU_NT": n_t, "MC2FMU_NPHYS": len(parameter_vector(artifact.mechanism)),
-        "MC2FMU_BODY_SLOTS": BODY_SLOTS, "MC2FMU_MASS_RANK_TOL": _c_double(MASS_RANK_TOL),
+        "MC2FMU_BODY_SLOTS": BODY_SLOTS, "MC2FMU_NCHECK": MASS_CHECKS, "MC2FMU_MASS_RANK_TOL": _c_double(MASS_RANK_TOL),
         "MC2FMU_INERTIA_RTOL": _c_double(mechanism_limits.INERTIA_RTOL),
         "MC2FMU_MIN_MASS": _c_double(mechanism_limits.MIN_MASS), "MC2FMU_MAX_MASS": _c_double(mechanism_limits.MAX_MASS),
         "MC2FMU_MAX_LENGTH": _c_double(mechanism_limits.MAX_LENGTH),
@@ -437,6 +443,8 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),
         _array("double", "mc2fmu_body_length", [b.length for b in bodies]),
         _array("double", "mc2fmu_body_com", [c for b in bodies for c in b.com], per_line=3),
+        _array("double", "mc2fmu_mass_check_q", mass_check_q.ravel(), comment="configurations (NCHECK x NQ) where "
+               "a change of the physical parameters must leave the reduced mass matrix regular"),
         _strings("mc2fmu_body_names", [b.name for b in bodies]),
         _strings("mc2fmu_phys_names", parameter_names(artifact.mechanism)),
         _array("double", "mc2fmu_env_lo", env.lower, comment="training envelope of q, qd, u (INFINITY: unbounded)"),

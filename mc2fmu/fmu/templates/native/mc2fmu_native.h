@@ -495,6 +495,37 @@ static const char *mc2fmu_repr(double v, char *buf, size_t n) {
    none in (a rod or plate given inertia about its free axis) */
 #define MC2FMU_RANK_EXCESS 1e-9
 
+/* the reduced mass matrix J^T M J at the configurations mc2fmu_mass_check_q (spread over the
+   training envelope, as mc2fmu.models.artifact._check_reduced_mass samples them) with the
+   physics just formed: 1 if every Cholesky pivot is above 1e-10 of the largest diagonal entry */
+static int mc2fmu_reduced_mass_regular(mc2fmu_core *c) {
+#if MC2FMU_ONE_STEP
+    (void)c;
+    return 1; /* node and local-PCA models have no physical parameters */
+#else
+    int k, i, j, l, ok = 1;
+    for (k = 0; k < MC2FMU_NCHECK && ok; k++) {
+        double L[MC2FMU_NQ2], dmax = 0.0;
+        c->T.valid = 0;
+        mc2fmu_eval_geometry(mc2fmu_mass_check_q + (size_t)k * MC2FMU_NQ, &c->T);
+        for (i = 0; i < MC2FMU_NQ; i++) dmax = fmax(dmax, c->T.Mm[i * MC2FMU_NQ + i]);
+        for (j = 0; j < MC2FMU_NQ && ok; j++) {
+            double d = c->T.Mm[j * MC2FMU_NQ + j];
+            for (l = 0; l < j; l++) d -= L[j * MC2FMU_NQ + l] * L[j * MC2FMU_NQ + l];
+            if (!(d > 1e-10 * dmax)) { ok = 0; break; }
+            L[j * MC2FMU_NQ + j] = sqrt(d);
+            for (i = j + 1; i < MC2FMU_NQ; i++) {
+                double e = c->T.Mm[i * MC2FMU_NQ + j];
+                for (l = 0; l < j; l++) e -= L[i * MC2FMU_NQ + l] * L[j * MC2FMU_NQ + l];
+                L[i * MC2FMU_NQ + j] = e / L[j * MC2FMU_NQ + j];
+            }
+        }
+    }
+    c->T.valid = 0;
+    return ok;
+#endif
+}
+
 /* ph for the parameters s.phys, formed when they changed; ph_ok and ph_problem say whether
    they describe a rigid mechanism this build can run */
 static void mc2fmu_physics_update(mc2fmu_core *c) {
@@ -513,6 +544,12 @@ static void mc2fmu_physics_update(mc2fmu_core *c) {
         snprintf(c->ph_problem, sizeof c->ph_problem, "these masses and inertias put %.2g of the mass matrix in "
                  "directions the exported model's has none in (a rod or a plate given inertia about its free axis); "
                  "export the model for them with `mc2fmu export MODEL --mechanism VARIANT.toml`", rest);
+        return;
+    }
+    if (memcmp(c->s.phys, mc2fmu_phys_start, sizeof c->s.phys) != 0 && !mc2fmu_reduced_mass_regular(c)) {
+        snprintf(c->ph_problem, sizeof c->ph_problem, "with these masses and inertias the reduced mass matrix is "
+                 "singular at configurations the model was trained on (a body without the inertia its motion needs); "
+                 "give every moving body mass and inertia about the axes it turns about");
         return;
     }
     c->ph_ok = 1;
