@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("export", _cmd_export,
                 "trained model directory -> FMU (FMI 2.0/3.0, co-simulation/model exchange)", EXPORT_HELP)
     p.add_argument("model", **model_dir)
-    p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write (OUT.casadi with --format casadi)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write (NAME.mo with --format modelica, OUT.casadi with --format casadi)")
     p.add_argument("--format", default="fmu", choices=("fmu", "modelica", "casadi"),
                    help="fmu (default); modelica: one self-contained NAME.mo, model NAME, the reduced dynamics as "
                         "equations with the physical parameters as parameters (-o NAME.mo; decoder-manifold models); "
@@ -190,8 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="co-simulation (default), model exchange or both (me/both: native only)")
     p.add_argument("--platforms", **platforms)
     p.add_argument("--mechanism", metavar="VARIANT.toml",
-                   help="native backend: a mechanism file that changes only physical parameters (masses, centres of "
-                        "mass, inertias, gravity, springs, input directions and points): the FMU runs its values")
+                   help="native backend and --format modelica: a mechanism file that changes only physical parameters "
+                        "(masses, centres of mass, inertias, gravity, springs, input directions and points): its values "
+                        "are built in, and the start values of the physical parameters")
 
     p = command("validate", _cmd_validate, "run an FMU with fmpy on reference runs and report its accuracy",
                 VALIDATE_HELP)
