@@ -51,25 +51,9 @@ from benchmarks.linearize import resolvable_groups  # noqa: E402
 from benchmarks.train_accuracy import DOF, UNKNOWN_FORCES, ensure_runs, evaluate  # noqa: E402
 from examples import _exudyn, reference  # noqa: E402
 from examples.reference import MECHANISMS  # noqa: E402
+from tests.oracles import acceleration_error  # noqa: E402
 
 HELD_OUT = ("low", "shape")
-
-
-def acceleration_error(art, mech: Path, run: Path) -> float:
-    """The model's accelerations against the engine run's (second differences of the encoded
-    run every 50 ms): rms error over rms acceleration."""
-    from mc2fmu.data.poses import read_run
-    from mc2fmu.mechanics.mechanism import load_mechanism
-    from mc2fmu.mechanics.natural import nc_from_poses
-
-    r = read_run(run, load_mechanism(mech))
-    q = art.encode_series(nc_from_poses(art.layout, r.origin, r.rotation))
-    dt = float(r.t[1] - r.t[0])
-    k = np.arange(200, len(q) - 200, 50)
-    qd = (q[k + 1] - q[k - 1]) / (2 * dt)
-    qdd = (q[k + 1] - 2 * q[k] + q[k - 1]) / dt**2
-    err = art.model.acceleration(q[k], qd, r.u[k]) - qdd
-    return float(np.sqrt(np.mean(err**2) / np.mean(qdd**2)))
 NRMSE_RATIO_TARGET = 2.0
 FREQUENCY_TARGET = 0.01
 
@@ -201,14 +185,14 @@ def main(argv=None) -> int:
         held = max(evaluate(model_dir, folder)[e]["nrmse"] for e in HELD_OUT) if not args.cost_only else None
         if not args.cost_only:
             art = load_artifact(model_dir)
-            held_acc = acceleration_error(art, folder / "mechanism.toml", folder / "runs" / "low.csv.gz")
+            held_acc = acceleration_error(art, folder / "mechanism.toml", folder / "runs" / "low.csv.gz", every=50)
         for tag, m in ({} if args.cost_only else variants_of(base)).items():
             t0 = time.perf_counter()
             mech, run, m = engine_run(m, args.out / "runs" / name / tag)
             trained = simulate_file(model_dir, folder / "mechanism.toml", run, args.out / "sim.csv")["nrmse"]
             sim = simulate_file(model_dir, mech, run, args.out / "sim.csv")
             variant, left = sim["nrmse"], sim["envelope_first_exit"]
-            acc = acceleration_error(art.for_mechanism(load_mechanism(mech), mech)[0], mech, run)
+            acc = acceleration_error(art.for_mechanism(load_mechanism(mech), mech)[0], mech, run, every=50)
             reduced, engine, f_err = frequencies(model_dir, m, mech)
             ratio = variant / held
             rows.append((name, tag, held, trained, variant, ratio, left, held_acc, acc, engine, reduced, f_err))

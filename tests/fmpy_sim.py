@@ -89,9 +89,23 @@ def steps(req: dict) -> dict:
     return {"outputs": outputs, "y": rows, "failure": failure, "messages": messages}
 
 
-def derivatives(req: dict) -> dict:
+def _me_derivatives(fmu, input_vrs: list[int], n: int, states, us) -> list[list[float]]:
+    """FMI 2 model exchange in Continuous-Time Mode: the state derivatives at each state (and
+    input row)."""
     import ctypes
 
+    rows = []
+    for x, u in zip(states, us):
+        if input_vrs:
+            fmu.setReal(input_vrs, u)
+        fmu.setContinuousStates((ctypes.c_double * n)(*x), n)
+        dx = (ctypes.c_double * n)()
+        fmu.getDerivatives(dx, n)
+        rows.append(list(dx))
+    return rows
+
+
+def derivatives(req: dict) -> dict:
     from fmpy import extract, read_model_description
     from fmpy.simulation import instantiate_fmu
 
@@ -104,13 +118,7 @@ def derivatives(req: dict) -> dict:
     fmu.enterInitializationMode()
     fmu.exitInitializationMode()
     fmu.enterContinuousTimeMode()
-    rows = []
-    for x, u in zip(req["states"], req["u"]):
-        fmu.setReal([vr[k] for k in req["inputs"]], u)
-        fmu.setContinuousStates((ctypes.c_double * n)(*x), n)
-        dx = (ctypes.c_double * n)()
-        fmu.getDerivatives(dx, n)
-        rows.append(list(dx))
+    rows = _me_derivatives(fmu, [vr[k] for k in req["inputs"]], n, req["states"], req["u"])
     fmu.terminate()
     fmu.freeInstance()
     return {"dx": rows}
@@ -159,8 +167,6 @@ def jacobian(req: dict) -> dict:
 
 
 def parameter_states(req: dict) -> dict:
-    import ctypes
-
     from fmpy import extract, read_model_description
     from fmpy.simulation import instantiate_fmu
 
@@ -180,15 +186,7 @@ def parameter_states(req: dict) -> dict:
         fmu.enterContinuousTimeMode()
 
     def derivatives(fmu):
-        rows = []
-        for x, u in zip(req["states"], req["u"]):
-            if inputs:
-                fmu.setReal([vr[k] for k in inputs], u)
-            fmu.setContinuousStates((ctypes.c_double * n)(*x), n)
-            dx = (ctypes.c_double * n)()
-            fmu.getDerivatives(dx, n)
-            rows.append(list(dx))
-        return rows
+        return _me_derivatives(fmu, [vr[k] for k in inputs], n, req["states"], req["u"])
 
     a = instantiate_fmu(unzipped, md, "ModelExchange")
     b = instantiate_fmu(unzipped, md, "ModelExchange")

@@ -76,3 +76,20 @@ def _relative(p: np.ndarray, ref: np.ndarray, scale: float | None = None) -> flo
     scale = float(np.max(np.abs(ref))) if scale is None else scale
     assert scale > 0, "a load with no power: the check would be empty"
     return float(np.max(np.abs(p - ref)) / scale)
+
+
+def acceleration_error(art, mechanism_path, run_path, every: int) -> float:
+    """A model's accelerations against a recorded run's: the run encoded by the model, its
+    second differences every ``every`` samples (0.2 s in from either end) as the reference;
+    rms error over rms acceleration."""
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.mechanics.mechanism import load_mechanism
+
+    r = read_run(run_path, load_mechanism(mechanism_path))
+    q = art.encode_series(nc_from_poses(art.layout, r.origin, r.rotation))
+    dt = float(r.t[1] - r.t[0])
+    k = np.arange(200, len(q) - 200, every)
+    qd = (q[k + 1] - q[k - 1]) / (2 * dt)
+    qdd = (q[k + 1] - 2 * q[k] + q[k - 1]) / dt**2
+    err = art.model.acceleration(q[k], qd, r.u[k]) - qdd
+    return float(np.sqrt(np.mean(err**2) / np.mean(qdd**2)))

@@ -17,6 +17,7 @@ from mc2fmu.errors import ExportError, ModelError
 from mc2fmu.mechanics.mechanism import load_mechanism, mechanism_from_dict, mechanism_toml
 from mc2fmu.mechanics.natural import affine_weights, build_layout, force_model, mass_matrix
 from mc2fmu.mechanics.variants import physical_differences
+from tests.oracles import acceleration_error
 
 
 def _random_rotation(rng) -> np.ndarray:
@@ -151,22 +152,6 @@ def four_bar_variants(tmp_path_factory):
     return out
 
 
-def _acceleration_errors(art, variant: Path, run: Path) -> float:
-    """The model's acceleration against the engine's (second differences of the encoded run)
-    at samples 0.2 s apart: rms error relative to the rms acceleration."""
-    from mc2fmu.data.poses import read_run
-    from mc2fmu.mechanics.natural import nc_from_poses
-
-    r = read_run(run, load_mechanism(variant))
-    q = art.encode_series(nc_from_poses(art.layout, r.origin, r.rotation))
-    dt = float(r.t[1] - r.t[0])
-    k = np.arange(200, len(q) - 200, 200)
-    qd = (q[k + 1] - q[k - 1]) / (2 * dt)
-    qdd = (q[k + 1] - 2 * q[k] + q[k - 1]) / dt**2
-    err = art.model.acceleration(q[k], qd, r.u[k]) - qdd
-    return float(np.sqrt(np.mean(err**2) / np.mean(qdd**2)))
-
-
 @pytest.mark.parametrize("tag", ["heavy_rocker", "tilted_gravity"])
 def test_the_model_follows_an_engine_run_of_a_variant_with_its_parameters(trained, four_bar_variants, tmp_path, tag,
                                                                           capsys):
@@ -181,8 +166,9 @@ def test_the_model_follows_an_engine_run_of_a_variant_with_its_parameters(traine
     trained_art = load_artifact(model)
     variant_art, changed = trained_art.for_mechanism(load_mechanism(variant), variant)
     assert changed
-    with_variant = _acceleration_errors(variant_art, variant, run)
-    with_trained = _acceleration_errors(trained_art, variant, run)
+    # the engine's accelerations at samples 0.2 s apart
+    with_variant = acceleration_error(variant_art, variant, run, every=200)
+    with_trained = acceleration_error(trained_art, variant, run, every=200)
     assert with_variant < 0.5 * with_trained, (with_variant, with_trained)
     assert main(["simulate", str(model), str(variant), str(run), "-o", str(tmp_path / "c.csv")]) == 0
     printed = capsys.readouterr().out

@@ -1429,8 +1429,9 @@ static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
                 snprintf(msg, sizeof msg, "%s = %s refused: %s", var->name, mc2fmu_repr(value, b, sizeof b), why);
                 return mc2fmu_fail(c, msg);
             }
-            c->s.phys[var->index] = value; /* the body's inertia as a whole is checked at initialisation */
-            mc2fmu_physics_update(c);
+            /* formed (and the body's inertia checked as a whole) by mc2fmu_physics_ready before the
+               next evaluation: not once per value set */
+            c->s.phys[var->index] = value;
         }
         break;
     case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD:
