@@ -29,8 +29,11 @@ the variant's file; that figure over the model's held-out NRMSE (the worse of th
 --mechanism` against the engine's free oscillations about the variant's equilibrium (as
 benchmarks/linearize.py; target within 1 %).  Then, unless ``--no-cost``, the native FMI 2
 co-simulation FMU's cost per 1 ms step in the plain-C host (tests/c_host/host.c, best of 5),
-with its exported parameters and with the ``mass`` variant's set through FMI.  Prints the
-tables; exits 1 if a target is missed.
+with its exported parameters and with the ``mass`` variant's set through FMI; and the python
+backend's: one call of its step graph under onnxruntime with the physics as constants (as
+graphs were exported before they took them) and as inputs (a python FMU with physical
+parameters; the inputs are formed once per parameter set, so their values do not matter).
+Prints the tables; exits 1 if a target is missed.
 """
 
 from __future__ import annotations
@@ -155,6 +158,39 @@ def step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict[str, f
     return float(text.split("us_per_step")[1].split()[0])
 
 
+def graph_step_cost(model_dir: Path, work: Path, calls: int = 2000, repeats: int = 5) -> tuple[float, float]:
+    """us per call of the python backend's ``step`` graph under onnxruntime (the one graph a
+    python FMU runs per grid step), exported from the same model with its physics as constants
+    and as inputs (what a python FMU with physical parameters runs), interleaved, best of
+    ``repeats``."""
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
+    from mc2fmu.reducers.autoencoder.graphs import export_one, graph_modules, graph_specs, physics_feeds, session
+    from mc2fmu.reducers.autoencoder.torch_model import from_runtime
+
+    work.mkdir(parents=True, exist_ok=True)
+    art = load_artifact(model_dir)
+    rt = art.model
+    torch_model = from_runtime(rt)
+    point = sample_points(art.envelope, rt, 1)[0]
+    runs = []
+    for inputs in (False, True):
+        specs = graph_specs(rt.n_u, len(rt.springs), physics_inputs=inputs)
+        feed = {**point, **(physics_feeds(rt, 1)[0] if inputs else {})}
+        path = work / f"step-{'inputs' if inputs else 'constants'}.onnx"
+        export_one(graph_modules(torch_model, specs, rt.n_u, rt.dt)["step"], specs["step"], feed, path)
+        sess = session(path)
+        runs.append((sess, {k: feed[k] for k in specs["step"].inputs}))
+    best = [float("inf")] * len(runs)
+    for _ in range(repeats):
+        for k, (sess, feed) in enumerate(runs):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                sess.run(["q_next"], feed)
+            best[k] = min(best[k], 1e6 * (time.perf_counter() - t0) / calls)
+    return best[0], best[1]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m not in UNKNOWN_FORCES])
@@ -211,7 +247,7 @@ def main(argv=None) -> int:
             settings, _ = parameter_settings(trained_mech, load_mechanism(mech), exposed, mech, "the FMU")
             work = args.out / "cost" / name
             costs.append((name, step_cost(model_dir, folder, work, {}), step_cost(model_dir, folder, work, settings),
-                          len(settings)))
+                          len(settings), *graph_step_cost(model_dir, work)))
 
     if rows:
         print("\n| mechanism | variant | held-out NRMSE | trained parameters | variant's parameters | ratio to held-out "
@@ -224,11 +260,11 @@ def main(argv=None) -> int:
               f"{fmt(f'{f:.4g}' for f in engine) or '-'} | {fmt(f'{f:.4g}' for f in reduced) or '-'} | "
               f"{'-' if np.isnan(f_err) else f'{100 * f_err:.2f} %'} |")
     if costs:
-        print("\n| mechanism | us/step, exported parameters | us/step, `mass` variant set through FMI | "
-              "parameters set |")
-        print("|---|---|---|---|")
-        for name, default, changed, n in costs:
-            print(f"| {name} | {default:.2f} | {changed:.2f} | {n} |")
+        print("\n| mechanism | native: us/step, exported parameters | native: us/step, `mass` variant set through FMI "
+              "| parameters set | python: us/call of the step graph, physics as constants | python: physics as inputs |")
+        print("|---|---|---|---|---|---|")
+        for name, default, changed, n, constants, inputs in costs:
+            print(f"| {name} | {default:.2f} | {changed:.2f} | {n} | {constants:.1f} | {inputs:.1f} |")
     ratios = [r[5] for r in rows if r[6] is None]
     f_errs = [r[11] for r in rows if np.isfinite(r[11])]
     if not rows:

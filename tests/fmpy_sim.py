@@ -287,7 +287,8 @@ def parameters(req: dict) -> dict:
             calls.append([name, str(exc)])
             return None
 
-    fmu = instantiate_fmu(extract(req["fmu"]), md, "ModelExchange", debug_logging=True, logger=logger)
+    kind = "ModelExchange" if md.modelExchange is not None else "CoSimulation"
+    fmu = instantiate_fmu(extract(req["fmu"]), md, kind, debug_logging=True, logger=logger)
     set_real, get_real = (fmu.setFloat64, fmu.getFloat64) if fmi3 else (fmu.setReal, fmu.getReal)
     if not fmi3:
         fmu.setupExperiment(startTime=0.0)

@@ -26,15 +26,17 @@ def positions(names: list[str]) -> list[int]:
     return [i for i, o in enumerate(names) if o.rsplit(".", 1)[-1] in ("x", "y", "z")]
 
 
-def assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path: Path, min_steps: int) -> int:
-    """Both backends under fmpy, 1 ms communication steps: every output to 1e-9 (relative),
-    positions to 1e-10 m, and the same failure step if the model leaves its range."""
+def assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path: Path, min_steps: int,
+                         parameters: dict[str, float] | None = None) -> np.ndarray:
+    """Both backends under fmpy, 1 ms communication steps, each with ``parameters`` set (FMU
+    parameters by name): every output to 1e-9 (relative), positions to 1e-10 m, and the same
+    failure step if the model leaves its range.  Returns the python FMU's outputs."""
     from mc2fmu.fmu.export import export_fmu
 
     py_fmu = tmp_path / "python.fmu"
     export_fmu(model_dir, py_fmu, "python")
-    req = {"kind": "steps", "start": start_values(model_dir), "inputs": inputs, "u": np.asarray(u).tolist(),
-           "h": 1e-3, "n_steps": len(u)}
+    req = {"kind": "steps", "start": {**start_values(model_dir), **(parameters or {})}, "inputs": inputs,
+           "u": np.asarray(u).tolist(), "h": 1e-3, "n_steps": len(u)}
     ref = run_json(FMPY_SIM, {**req, "fmu": str(py_fmu)}, tmp_path)
     got = run_json(FMPY_SIM, {**req, "fmu": str(native_fmu)}, tmp_path)
     assert got["outputs"] == ref["outputs"]
@@ -47,7 +49,7 @@ def assert_python_parity(model_dir: Path, native_fmu: Path, inputs, u, tmp_path:
     near = a[:, ref["outputs"].index("envelope")] <= 1.0
     assert near[:min_steps].all()
     assert np.all(np.abs(b[near] - a[near]) <= 1e-9 * np.maximum(1.0, np.abs(a[near])))
-    return len(a)
+    return a
 
 
 def me_vs_cs(model_dir: Path, cs_fmu: Path, me_fmu: Path, inputs, t, u, stop: float, tmp_path: Path) -> float:

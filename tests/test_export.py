@@ -53,10 +53,14 @@ def exported(reference_run, tmp_path_factory):
 def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name):
     """rhs.onnx against M_m = J^T M J, G_m = J^T M (H:vv), f_m = J^T f(x, J qd, u) assembled here
     in numpy from decoder.onnx's x, J, H, the stored M and the mechanism's force model (springs
-    included); decoder.onnx's J and H against central differences of positions.onnx.  The
+    included), and with a physical variant's physics as its inputs against the variant file's
+    M and forces; decoder.onnx's J and H against central differences of positions.onnx.  The
     run-time model (numpy, what `simulate` and the native self-check use) against the same
     assembly."""
-    from mc2fmu.mechanics.natural import force_model
+    from mc2fmu.mechanics.mechanism import mechanism_from_dict
+    from mc2fmu.mechanics.natural import force_model, mass_matrix
+    from mc2fmu.mechanics.parameters import physics_arrays
+    from mc2fmu.mechanics.variants import parameter_vector
     from mc2fmu.models.artifact import load_artifact
     from mc2fmu.models.envelope import sample_points
     from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, session
@@ -70,16 +74,40 @@ def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name
     with np.load(Path(model_dir) / "arrays.npz") as w:
         M = w["M"]
     forces = force_model(art.mechanism, art.layout, M)
+    # a physical variant: the rhs graph takes its physics as inputs, formed from the parameter
+    # vector as a python FMU forms them (physics_arrays); the reference assembles M and the
+    # forces from the variant's file (mass_matrix, force_model)
+    d = art.mechanism.to_dict()
+    for k, b in enumerate(d["bodies"]):
+        b["mass"] *= 1.0 + 0.4 * k
+        b["inertia"] = (np.asarray(b["inertia"], dtype=float) * (1.3 - 0.1 * k)).tolist()
+        b["com"] = (np.asarray(b["com"], dtype=float) + 0.01 * np.array([1.0, -0.5, 0.3]) * (k % 2)).tolist()
+    d["gravity"] = (np.asarray(d["gravity"], dtype=float) @ np.array([[0.8, 0.6, 0], [-0.6, 0.8, 0], [0, 0, 1]])
+                    ).tolist()
+    for sp in d.get("springs", []):
+        sp.update(stiffness=1.5 * sp["stiffness"], damping=0.5 * sp.get("damping", 0.0) + 3.0, length=0.97 * sp["length"])
+    variant = mechanism_from_dict(d, source="variant")
+    M_v = mass_matrix(variant, art.layout)
+    forces_v = force_model(variant, art.layout, M_v)
+    blocks, f_g, k, c, L0 = physics_arrays(parameter_vector(variant), [b.length for b in art.layout.bodies],
+                                           [b.com for b in art.layout.bodies])
+    feed_v = {"mass": blocks, "f_g": f_g, **({"spring_k": k, "spring_c": c, "spring_L0": L0} if len(k) else {})}
+    own = {"mass": art.model.mass, "f_g": art.model.f_g,
+           **({"spring_k": art.model.springs.k, "spring_c": art.model.springs.c, "spring_L0": art.model.springs.L0}
+              if len(k) else {})}
     for p in sample_points(art.envelope, art.model, 8, seed=3):
         x, J, H = (a[0] for a in dec.run(["x", "J", "H"], {"q": p["q"]}))
         u, v = p["u"][0], p["qd"][0]
-        f = forces(x, u, J @ v)
-        Mm = J.T @ M @ J
-        G = J.T @ M @ np.einsum("nij,i,j->n", H, v, v)
-        expected = np.linalg.solve(Mm, J.T @ f - G)
-        got = rhs.run(["qdd"], {"q": p["q"], "qd": p["qd"], "u": p["u"]})[0][0]
-        assert np.allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+        for mass, fm, physics in ((M, forces, own), (M_v, forces_v, feed_v)):
+            f = fm(x, u, J @ v)
+            Mm = J.T @ mass @ J
+            G = J.T @ mass @ np.einsum("nij,i,j->n", H, v, v)
+            expected = np.linalg.solve(Mm, J.T @ f - G)
+            got = rhs.run(["qdd"], {"q": p["q"], "qd": p["qd"], "u": p["u"], **physics})[0][0]
+            assert np.allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
         numpy_rt = art.model.acceleration(p["q"], p["qd"], p["u"])[0]
+        got = rhs.run(["qdd"], {"q": p["q"], "qd": p["qd"], "u": p["u"], **own})[0][0]
+        expected = np.linalg.solve(J.T @ M @ J, J.T @ forces(x, u, J @ v) - J.T @ M @ np.einsum("nij,i,j->n", H, v, v))
         assert np.allclose(numpy_rt, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
         assert np.abs(numpy_rt - got).max() <= 1e-12 * max(1.0, np.abs(got).max())
         h = 1e-5
@@ -95,14 +123,14 @@ def test_the_export_check_catches_a_graph_that_drifts_from_torch(tmp_path):
     weights differ from torch's by 1e-9 relative (less than float32 rounding, 6e-8)."""
     import torch
 
-    from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, GraphSpec, _export_one, check_graph
+    from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, GraphSpec, export_one, check_graph
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
     spec = GraphSpec("net", ("q",), ("y",))
     rng = np.random.default_rng(0)
     points = [{"q": rng.normal(size=(1, 3))} for _ in range(8)]
-    _export_one(net, spec, points[0], tmp_path / "net.onnx")
+    export_one(net, spec, points[0], tmp_path / "net.onnx")
     assert check_graph(tmp_path / "net.onnx", net, spec, points) <= TOLERANCE
     with torch.no_grad():
         net[2].weight.mul_(1 + 1e-9)
@@ -212,13 +240,14 @@ def test_angle_latent_fmu_matches_simulate_through_full_revolutions(spinning_pen
 
 @pytest.mark.parametrize("name, dof", [("two_bar", 2), ("macpherson", 1)])
 def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, name, dof):
-    """The variable contract and fmpy's validation on the other bundled mechanisms (2 DOF and
-    two force inputs; six spatial bodies).  Barely trained: only the export is checked."""
+    """The variable contract (then the physical parameters) and fmpy's validation on the other
+    bundled mechanisms (2 DOF and two force inputs, springs; six spatial bodies).  Barely trained: only the export is checked."""
     from fmpy import read_model_description
     from fmpy.validation import validate_fmu
 
     from mc2fmu.fmu.export import export_fmu
     from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.mechanics.variants import physical_parameters
     from mc2fmu.reducers.autoencoder.graphs import TOLERANCE
     from mc2fmu.pipeline import train as fit
     from mc2fmu.reducers.autoencoder.config import TrainConfig
@@ -234,7 +263,8 @@ def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, na
     names = [v.name for v in md.modelVariables]
     expected = [*mech.input_names, *(f"{b}.{c}" for b in mech.body_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")),
                 *(f"q[{i}]" for i in range(1, dof + 1)), *(f"qd[{i}]" for i in range(1, dof + 1)), "envelope",
-                *(f"q_start[{i}]" for i in range(1, dof + 1)), *(f"qd_start[{i}]" for i in range(1, dof + 1))]
+                *(f"q_start[{i}]" for i in range(1, dof + 1)), *(f"qd_start[{i}]" for i in range(1, dof + 1)),
+                *(p.name for p in physical_parameters(mech))]  # the physical parameters last
     assert names == expected
     assert [v.valueReference for v in md.modelVariables] == list(range(len(expected)))
 

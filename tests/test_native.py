@@ -290,14 +290,27 @@ def test_spring_fmus_validate(spring_four_bar, native):
 
 def test_spring_co_simulation_equals_the_python_backend(spring_four_bar, tmp_path):
     """The springs in the C step map: the same outputs as the pythonfmu FMU (torch) over 3 s
-    of the run's inputs, positions to 1e-10 m.  The damper alone moves q by far more than
+    of the run's inputs, positions to 1e-10 m, with the exported physical parameters and with
+    every kind set through FMI.  The damper alone moves q by far more than
     that, so a dropped spring or a damper on another velocity than each pass's fails here."""
     from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.mechanics.variants import physical_parameters
     from mc2fmu.models.simulate import initial_history, rollout
 
     model_dir, inputs, u, fmu = spring_four_bar
-    assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:3000], tmp_path, min_steps=2000)
+    trained_params = assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:3000], tmp_path, min_steps=2000)
+    # every kind of physical parameter set through FMI: both backends form the same physics
+    # (python: mc2fmu.mechanics.parameters into the graphs' inputs; native: its C), springs included
     art = load_artifact(model_dir)
+    settings = {}
+    for p in physical_parameters(art.mechanism):
+        scale = {"mass": 1.1, "inertia": 0.9, "stiffness": 1.2, "damping": 0.8, "length": 0.99}.get(
+            p.name.split(".")[-1].split("[")[0], 1.0)
+        settings[p.name] = p.value * scale + (0.005 if ".com[1]" in p.name else 0.0)
+    settings["gravity[1]"] = 1.0
+    variant = assert_python_parity(model_dir, fmu(2, "cs")[0], inputs, u[:1000], tmp_path, min_steps=1000,
+                                   parameters=settings)
+    assert np.abs(variant - trained_params[:1000]).max() > 1e-3  # the parameters were taken
     start = start_values(model_dir)
     q0, qd0 = np.array([start["q_start[1]"]]), np.array([start["qd_start[1]"]])
     q = [rollout(model, initial_history(model, q0, qd0, u[0]), q0, u[:1000])

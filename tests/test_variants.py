@@ -7,6 +7,9 @@ in closed form, and Exudyn runs of the variant mechanisms."""
 from __future__ import annotations
 
 import copy
+import json
+import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -234,9 +237,11 @@ def test_linearize_follows_the_laws_of_scaled_physics(trained, tmp_path, capsys)
 
 
 def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_variants, tmp_path):
-    """`export --mechanism VARIANT` (native): under fmpy the FMU gives `simulate`'s result on
-    the engine's run of the variant (the same position error to 1e-9 m), it records the
-    variant, and validating it with the trained file sets the trained mass back through FMI."""
+    """`export --mechanism VARIANT` (native FMI 2 and 3, python): under fmpy the FMU gives
+    `simulate`'s result on the engine's run of the variant (the same position error to 1e-9 m),
+    it records the variant, and validating it with the trained file sets the trained mass back
+    through FMI.  A model whose graphs hold the trained physics (trained before they took it
+    as inputs) is refused by the python backend, saying so."""
     from mc2fmu.fmu.export import export_fmu
     from mc2fmu.validation.simulate import simulate_file
     from mc2fmu.validation.validate import validate_fmu
@@ -245,20 +250,28 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
     variant, run = four_bar_variants["heavy_rocker"]
     sim = simulate_file(model, variant, run, tmp_path / "s.csv")
     trained_sim = simulate_file(model, mech, run, tmp_path / "t.csv")
-    for fmi in (2, 3):
-        fmu = tmp_path / f"v{fmi}.fmu"
-        summary = export_fmu(model, fmu, "native", fmi, "cs", mechanism=variant)
+    for backend, fmi in (("native", 2), ("native", 3), ("python", 2)):
+        fmu = tmp_path / f"v{backend}{fmi}.fmu"
+        summary = export_fmu(model, fmu, backend, fmi, "cs", mechanism=variant)
         assert [c.item for c in summary["changed"]] == [f"{load_mechanism(variant).bodies[-1].name}.mass"]
         res = validate_fmu(fmu, variant, [str(run)])["runs"][0]
         assert res["reached_stop_time"]
         assert abs(res["max_position_error"] - sim["max_position_error"]) <= 1e-9
         assert res["position_nrmse"] == pytest.approx(sim["nrmse"], rel=1e-6)
+        if backend == "python":
+            continue
         # the trained file: validate sets the variant's FMU back to the trained mass through FMI
         back = validate_fmu(fmu, mech, [str(run)])
         assert back["parameters"] == {f"{load_mechanism(mech).bodies[-1].name}.mass": load_mechanism(mech).bodies[-1].mass}
         assert abs(back["runs"][0]["max_position_error"] - trained_sim["max_position_error"]) <= 1e-9
+    old = tmp_path / "old-model"
+    shutil.copytree(model, old)
+    meta = json.loads((old / "model.json").read_text())
+    meta["resources"].remove("onnx/graphs.json")
+    (old / "model.json").write_text(json.dumps(meta))
+    (old / "resources" / "onnx" / "graphs.json").unlink()
     with pytest.raises(ExportError, match="hold the trained physical parameters"):
-        export_fmu(model, tmp_path / "p.fmu", "python", mechanism=variant)
+        export_fmu(old, tmp_path / "p.fmu", "python", mechanism=variant)
 
 
 @pytest.mark.parametrize("name", ["macpherson", "two_bar"])
@@ -313,16 +326,86 @@ def test_a_variant_that_leaves_the_reduced_mass_singular_is_refused(trained):
         _check_reduced_mass(massless, art.envelope, "v.toml")
 
 
+def _split_chart(model_dir: Path, out: Path) -> Path:
+    """The two-bar model with its decoder's weights cut so that the first body's points depend on
+    q[1] only and the second's on q[2] only (a block-structured MLP: exactly so), its graphs made
+    again: a chart on which one body heavy and the other nearly massless leaves ``J^T M J``
+    singular to rounding, as a well-trained chart of a mechanism whose bodies move apart does."""
+    from dataclasses import replace as dc_replace
+
+    from mc2fmu.models.artifact import load_artifact, save_artifact
+    from mc2fmu.models.mlp import MLPWeights
+    from mc2fmu.reducers.autoencoder.graphs import onnx_graphs
+    from mc2fmu.reducers.autoencoder.torch_model import from_runtime
+
+    art = load_artifact(model_dir)
+    rt = art.model
+    assert rt.dof == 2 and not any(rt.angles) and len(art.layout.bodies) == 2
+    Ws = [W.copy() for W in rt.decoder.weights]
+    half = [W.shape[0] // 2 for W in Ws[:-1]]
+    Ws[0][:half[0], 1] = 0.0  # features 0, 1 are q[1], q[2] scaled
+    Ws[0][half[0]:, 0] = 0.0
+    for k in range(1, len(Ws) - 1):
+        Ws[k][:half[k], half[k - 1]:] = 0.0
+        Ws[k][half[k]:, :half[k - 1]] = 0.0
+    Ws[-1][:12, half[-1]:] = 0.0
+    Ws[-1][12:, :half[-1]] = 0.0
+    rt = dc_replace(rt, decoder=MLPWeights(tuple(Ws), rt.decoder.biases, rt.decoder.activation), resources={})
+    with tempfile.TemporaryDirectory() as tmp:
+        graphs, _ = onnx_graphs(from_runtime(rt), rt, art.envelope, tmp)
+    save_artifact(out, dc_replace(art, model=dc_replace(rt, resources=graphs)))
+    return out
+
+
+def test_fmus_refuse_parameters_that_leave_the_reduced_mass_singular(trained, tmp_path):
+    """On a chart where each body moves with its own coordinate, the first body at 1e9 kg and
+    the second at 1e-9 kg without inertia (each value within the file's limits) leave ``J^T M J``
+    singular over the envelope: `simulate` refuses such a file, and the native (FMI 2 and 3)
+    and python FMUs refuse the same values set through FMI when initialisation ends, with the
+    reason; both bodies at 1 kg are taken by all of them."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.models.artifact import load_artifact
+    from tests.fmu_helpers import run_json
+
+    model = _split_chart(trained("two_bar")[0], tmp_path / "split")
+    art = load_artifact(model)
+    a, b = (body.name for body in art.mechanism.bodies)
+    Ja = np.asarray(art.mechanism.bodies[0].inertia, dtype=float)
+    singular = {f"{a}.mass": 1e9, **{f"{a}.inertia[{k + 1}]": 1e9 * float(Ja[k, k]) for k in range(3)},
+                f"{b}.mass": 1e-9, **{f"{b}.inertia[{k + 1}]": 0.0 for k in range(3)}}
+    regular = {f"{a}.mass": 1.0, f"{b}.mass": 1.0}
+    for values, refused in ((singular, True), (regular, False)):
+        d = art.mechanism.to_dict()
+        for body in d["bodies"]:
+            body["mass"] = values[f"{body['name']}.mass"]
+            if f"{body['name']}.inertia[1]" in values:
+                body["inertia"] = [values[f"{body['name']}.inertia[{k + 1}]"] for k in range(3)]
+        if refused:
+            with pytest.raises(ModelError, match="reduced mass matrix is singular"):
+                art.for_mechanism(mechanism_from_dict(d, source="v.toml"), "v.toml")
+        else:
+            art.for_mechanism(mechanism_from_dict(d, source="v.toml"), "v.toml")
+    for backend, fmi in (("native", 2), ("native", 3), ("python", 2)):
+        fmu = tmp_path / f"{backend}{fmi}.fmu"
+        export_fmu(model, fmu, backend, fmi, "cs")
+        for values, refused in ((singular, True), (regular, False)):
+            res = run_json(FMPY_SIM, {"kind": "parameters", "fmu": str(fmu), "values": list(values.items())}, tmp_path)
+            assert all(c[1] == "ok" for c in res["calls"][:-1]), (backend, fmi, res["calls"])
+            assert res["calls"][-1][0] == "exitInitializationMode"
+            assert (res["calls"][-1][1] != "ok") == refused, (backend, fmi, res)
+            assert any("reduced mass matrix is singular" in m["message"] for m in res["messages"]) == refused
+
+
 # ------------------------------------------------------------------ the FMU's physical parameters
 
 FMPY_SIM = Path(__file__).with_name("fmpy_sim.py")
 
 
-@pytest.mark.parametrize("fmi", [2, 3])
+@pytest.mark.parametrize("backend,fmi", [("native", 2), ("native", 3), ("python", 2)])
 def test_parameters_set_through_fmi_run_an_engine_variant_as_simulate_does(trained, four_bar_variants, tmp_path,
-                                                                           fmi):
-    """The trained model's co-simulation FMU (no --mechanism), its parameters set through FMI
-    by `validate`, gives `simulate`'s result on Exudyn's runs of the heavy-rocker and
+                                                                           backend, fmi):
+    """The trained model's co-simulation FMU (no --mechanism; each backend), its parameters set
+    through FMI by `validate`, gives `simulate`'s result on Exudyn's runs of the heavy-rocker and
     tilted-gravity variants (the same position error to 1e-9 m), and the variant's error is
     below the trained parameters' on the same run."""
     from mc2fmu.fmu.export import export_fmu
@@ -331,7 +414,7 @@ def test_parameters_set_through_fmi_run_an_engine_variant_as_simulate_does(train
 
     model, mech, _ = trained("four_bar")
     fmu = tmp_path / f"p{fmi}.fmu"
-    export_fmu(model, fmu, "native", fmi, "cs")
+    export_fmu(model, fmu, backend, fmi, "cs")
     base = load_mechanism(mech)
     expected = {"heavy_rocker": {f"{base.bodies[-1].name}.mass"}, "tilted_gravity": {"gravity[1]", "gravity[2]"}}
     for tag, (variant, run) in four_bar_variants.items():
@@ -415,8 +498,8 @@ def test_model_exchange_derivatives_follow_the_parameters_set_through_fmi(traine
     assert np.abs(trained_acc - want).max() > 1e-3 * scale  # the parameters did change the dynamics
 
 
-@pytest.mark.parametrize("fmi", [2, 3])
-def test_an_fmu_refuses_parameters_no_rigid_body_has_with_a_message(trained, tmp_path, fmi):
+@pytest.mark.parametrize("backend,fmi,interface", [("native", 2, "me"), ("native", 3, "me"), ("python", 2, "cs")])
+def test_an_fmu_refuses_parameters_no_rigid_body_has_with_a_message(trained, tmp_path, backend, fmi, interface):
     """Bad values get an error status and a message naming the parameter, never a run: a
     negative or non-finite mass and an absurd gravity when they are set, an inertia breaking
     the triangle inequality at initialisation (its entries are set one at a time), a change
@@ -426,7 +509,7 @@ def test_an_fmu_refuses_parameters_no_rigid_body_has_with_a_message(trained, tmp
 
     model, mech, _ = trained("four_bar")
     fmu = tmp_path / "r.fmu"
-    export_fmu(model, fmu, "native", fmi, "me")
+    export_fmu(model, fmu, backend, fmi, interface)
     body = load_mechanism(mech).bodies[-1]
     J = np.diag(body.inertia)
 

@@ -78,10 +78,11 @@ def artifact_members(model_dir: Path, artifact=None) -> dict[str, bytes]:
     return members
 
 
-def runtime_config(artifact) -> dict[str, Any]:
-    """``fmu.json``: everything model-specific the python backend's runtime reads."""
+def runtime_config(artifact, physics: bool = False) -> dict[str, Any]:
+    """``fmu.json``: everything model-specific the python backend's runtime reads; ``physics``:
+    with the physical parameters (:func:`physics_config`)."""
     env = artifact.envelope
-    return {
+    cfg = {
         "model_identifier": model_identifier(artifact.mechanism.name),
         "kind": artifact.model.kind,
         "mechanism": artifact.mechanism.name,
@@ -93,6 +94,28 @@ def runtime_config(artifact) -> dict[str, Any]:
         "bodies": [{"name": b.name, "offset": b.offset, "length": b.length, "com": list(b.com)}
                    for b in artifact.layout.bodies],
         "envelope": json_safe({"lower": env.lower.tolist(), "upper": env.upper.tolist(), "leave_threshold": LEAVE_THRESHOLD}),
-        "variables": [v.to_dict() for v in fmu_variables(artifact)],
+        "variables": [v.to_dict() for v in fmu_variables(artifact, physics=physics)],
         "mc2fmu_version": __version__,
     }
+    if physics:
+        cfg["physics"] = physics_config(artifact)
+    return cfg
+
+
+def physics_config(artifact) -> dict[str, Any]:
+    """What a runtime needs to form the physics of a parameter set and check it
+    (:mod:`mc2fmu.mechanics.parameters`): every slot's name and start value, the bodies' names
+    and the trained layout (point lengths and centres), the mechanism file's limits and the
+    configurations where the reduced mass must stay regular."""
+    from ..mechanics.variants import parameter_limits, parameter_names, parameter_vector
+    from ..models.artifact import mass_check_configurations
+
+    return json_safe({
+        "names": parameter_names(artifact.mechanism),
+        "start": parameter_vector(artifact.mechanism).tolist(),
+        "bodies": [b.name for b in artifact.mechanism.bodies],
+        "lengths": [b.length for b in artifact.layout.bodies],
+        "coms": [list(b.com) for b in artifact.layout.bodies],
+        "limits": parameter_limits(),
+        "mass_check_q": mass_check_configurations(artifact.envelope, artifact.model).tolist(),
+    })

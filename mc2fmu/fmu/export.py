@@ -96,7 +96,7 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     (native backend): a comma-separated list of platform tuples, ``auto`` or ``all``
     (:func:`mc2fmu.fmu.platforms.resolve`; None: ``$MC2FMU_PLATFORMS``, else ``auto``);
     ``mechanism``: a physical variant of the trained mechanism file whose parameters the FMU
-    runs (native backend; :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`).
+    starts with (:meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`).
     """
     problems = export_problems(out, backend, fmi_version, interface, platforms=platforms)
     if problems:
@@ -112,9 +112,13 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
         from ..mechanics.mechanism import load_mechanism
 
         artifact, changed = artifact.for_mechanism(load_mechanism(mechanism), mechanism)
-        if changed and backend != "native":
-            raise ExportError(f"--mechanism {mechanism}: the {backend} backend runs the model's ONNX graphs, which "
-                              "hold the trained physical parameters; export a physical variant with --backend native")
+        if changed and backend == "python":
+            from .backends.python import takes_physics
+
+            if not takes_physics(artifact):
+                raise ExportError(f"--mechanism {mechanism}: this model's ONNX graphs hold the trained physical "
+                                  "parameters (it was trained before they took them as inputs); export the variant "
+                                  "with --backend native, or train the model again")
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:

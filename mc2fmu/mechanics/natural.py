@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from .mechanism import GROUND, Mechanism
+from .parameters import body_mass_block, second_moment  # noqa: F401 (part of this module's interface)
 from .rotations import nearest_rotation
 
 log = logging.getLogger(__name__)
@@ -123,11 +124,6 @@ class NCLayout:
         )
 
 
-def second_moment(inertia: np.ndarray) -> np.ndarray:
-    """``S = integral(rho xi xi^T) = tr(J)/2 I - J`` from the inertia tensor about the COM."""
-    return 0.5 * np.trace(inertia) * np.eye(3) - inertia
-
-
 def build_layout(mechanism: Mechanism) -> NCLayout:
     """The NC layout of a mechanism: point lengths and singular-inertia bookkeeping per body."""
     radii = [float(np.sqrt(max(np.trace(second_moment(b.inertia)), 0.0) / b.mass)) for b in mechanism.bodies]
@@ -152,36 +148,6 @@ def build_layout(mechanism: Mechanism) -> NCLayout:
             BodyLayout(body.name, COORDS_PER_BODY * i, length, tuple(float(c) for c in body.com), 3 - len(free_axes), free_axes)
         )
     return NCLayout(tuple(layouts))
-
-
-def body_mass_block(mass: float, inertia: np.ndarray, length: float, offset: np.ndarray | None = None) -> np.ndarray:
-    """The 4x4 point mass matrix ``A`` of one body (the 12x12 block is ``A (x) I_3``).
-
-    The points are ``r_0`` at the layout's centre and ``r_k = r_0 + L e_k``; ``offset`` is the
-    body's centre of mass relative to that centre, in the body frame (None: at it, the
-    layout of the body's own mechanism file).  ``A`` holds the mass distribution's moments in
-    the points' affine weights ``w = (1 - sum a, a)``, ``a = (s - c) / L``: ``sum A = m``,
-    ``int a dm = m d`` and ``int a a^T dm = (S + m d d^T L^2) / L^2`` with ``d = offset / L``
-    and ``S`` the second moment about the centre of mass, so ``A`` is linear in the mass, the
-    mass times the offset, and the inertia (a physical variant keeps the trained layout)."""
-    St = second_moment(inertia) / length**2
-    A = np.empty((4, 4))
-    if offset is None or not np.any(offset):
-        s1 = St.sum(axis=1)
-        A[0, 0] = mass + s1.sum()
-        A[0, 1:] = -s1
-        A[1:, 0] = -s1
-        A[1:, 1:] = St
-        return A
-    d = np.asarray(offset, dtype=np.float64) / length
-    Sig = St + mass * np.outer(d, d)
-    mu = mass * d
-    s1 = Sig.sum(axis=1)
-    A[0, 0] = mass - 2.0 * mu.sum() + s1.sum()
-    A[0, 1:] = mu - s1
-    A[1:, 0] = mu - s1
-    A[1:, 1:] = Sig
-    return A
 
 
 def mass_matrix(mechanism: Mechanism, layout: NCLayout) -> np.ndarray:

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
+from . import mechanism as limits
 from .mechanism import Mechanism
+from .parameters import BODY_SLOTS, INERTIA_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,16 @@ def differences_table(diffs: list[Difference]) -> list[str]:
 
 # ------------------------------------------------------------------ the FMU's physical parameters
 
-#: slots per body in the parameter vector: mass, com (3), inertia xx, yy, zz, xy, xz, yz
-BODY_SLOTS = 10
-#: the inertia tensor's entries in slot order (after mass and com)
-INERTIA_ENTRIES = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
+
+def parameter_limits() -> dict[str, float]:
+    """The mechanism file's limits on the physical parameters, as
+    :func:`mc2fmu.mechanics.parameters.slot_problem` takes them (an FMU checks the values it is
+    given against them)."""
+    return {"min_mass": limits.MIN_MASS, "max_mass": limits.MAX_MASS, "max_length": limits.MAX_LENGTH,
+            "max_inertia": limits.MAX_INERTIA, "max_gravity": limits.MAX_GRAVITY,
+            "max_stiffness": limits.MAX_SPRING["stiffness"], "max_damping": limits.MAX_SPRING["damping"],
+            "inertia_rtol": limits.INERTIA_RTOL}
+
 
 
 @dataclass(frozen=True)

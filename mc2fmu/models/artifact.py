@@ -167,15 +167,27 @@ class ModelArtifact:
                              "resample the run to the model's step")
 
 
+#: configurations over the envelope where a physical variant must leave ``J^T M J`` regular
+MASS_CHECKS = 32
+
+
+def mass_check_configurations(envelope: Envelope, model) -> np.ndarray:
+    """The :data:`MASS_CHECKS` configurations (rows of ``q``) spread over the training envelope
+    where a physical variant must leave the reduced mass matrix regular (here, and in the
+    FMUs, whose parameters can be set)."""
+    from .envelope import sample_points
+
+    return np.concatenate([p["q"] for p in sample_points(envelope, model, MASS_CHECKS, seed=3)])
+
+
 def _check_reduced_mass(model, envelope: Envelope, source) -> None:
     """A variant must leave the reduced mass matrix ``J^T M J`` positive definite over the
     trained configurations (a body made a rod or a point mass can make it singular)."""
-    from .envelope import sample_points
+    from ..mechanics.parameters import reduced_mass_regular
 
-    q = np.concatenate([p["q"] for p in sample_points(envelope, model, 32, seed=3)])
+    q = mass_check_configurations(envelope, model)
     Mm = model.terms(q, np.zeros((len(q), model.n_u))).Mm
-    ev = np.linalg.eigvalsh(0.5 * (Mm + np.swapaxes(Mm, 1, 2)))
-    if not (ev.min(axis=1) > 1e-10 * np.abs(ev).max(axis=1)).all():
+    if not reduced_mass_regular(Mm):
         raise ModelError(f"{source}: with these masses and inertias the reduced mass matrix is singular at "
                          "configurations the model was trained on (a body without the inertia its motion needs); "
                          "give every moving body mass and inertia about the axes it turns about")

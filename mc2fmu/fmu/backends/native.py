@@ -58,8 +58,10 @@ from ...errors import ExportError
 from ...files import json_safe, write_zip
 from ...mechanics.natural import poses_from_nc
 from ...mechanics import mechanism as mechanism_limits
-from ...mechanics.variants import BODY_SLOTS, parameter_names, parameter_vector
+from ...mechanics.parameters import BODY_SLOTS
+from ...mechanics.variants import parameter_names, parameter_vector
 from ...mechanics.rotations import matrix_to_quaternion
+from ...models.artifact import MASS_CHECKS, mass_check_configurations
 from ...models.charted import LocalPcaModel, NodeModel
 from ...models.envelope import LEAVE_THRESHOLD, sample_points
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
@@ -141,11 +143,6 @@ def _array(ctype: str, name: str, values, per_line: int = 4, comment: str = "") 
 
 def _strings(name: str, values: list[str]) -> str:
     return f"static const char *const {name}[{len(values)}] = {{\n    " + ",\n    ".join(map(_c_string, values)) + "\n};"
-
-
-#: configurations over the envelope where new physical parameters must leave J^T M J regular (as
-#: mc2fmu.models.artifact._check_reduced_mass samples them)
-MASS_CHECKS = 32
 
 
 #: eigenvalues of the folded mass matrix below this fraction of the largest are dropped: its own
@@ -296,7 +293,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     env = artifact.envelope
     node = node_model(artifact)
     lpca = local_pca_model(artifact)
-    mass_check_q = np.concatenate([p["q"] for p in sample_points(env, model, MASS_CHECKS, seed=3)])
+    mass_check_q = mass_check_configurations(env, model)
     defines = {
         "MC2FMU_MODEL_NAME": _c_string(artifact.mechanism.name),
         "MC2FMU_MODEL_IDENTIFIER": _c_string(ident),

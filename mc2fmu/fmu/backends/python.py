@@ -15,6 +15,7 @@ of it stays in the exporting process.  Its modelDescription.xml is replaced by o
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -23,15 +24,21 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import numpy as np
+
 from ... import __version__
 from ...errors import ExportError
 from ...files import write_zip
-from ...mechanics import rotations
+from ...mechanics import parameters, rotations
 from ...models import local_linear
 from ...models.artifact import artifact_files
-from ..common import LOG_CATEGORIES, MODEL_PREFIX, model_digest, render, require_manifold, runtime_config
+from ..common import (LOG_CATEGORIES, MECHANISM_MEMBER, MODEL_PREFIX, artifact_members, model_digest, render,
+                      require_manifold, runtime_config)
 from ..description import fmu_variables, model_description_fmi2
 
+#: the artifact resource listing the graphs' inputs (mc2fmu.reducers.autoencoder.graphs.GRAPH_INDEX;
+#: not imported from there: this module runs without torch)
+GRAPH_INDEX = "onnx/graphs.json"
 #: the graphs the slave runs per model kind, as the artifact's resources name them
 GRAPHS = {"manifold": ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx"),
           "node": ("onnx/node_step.onnx", "onnx/positions.onnx"),
@@ -40,10 +47,11 @@ GRAPHS = {"manifold": ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx")
 
 def _module_source(module) -> str:
     """An mc2fmu module (numpy only) as code for the slave script: everything from its first
-    top-level definition on (its docstring, imports and ``TYPE_CHECKING`` block dropped; the
+    top-level definition or constant on (its docstring, imports and ``TYPE_CHECKING`` block dropped; the
     slave imports numpy, math and dataclasses itself), indented for the block it goes in."""
     lines = Path(module.__file__).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(("def ", "class ", "@", "DEFAULT_")))
+    start = next(i for i, line in enumerate(lines) if line.startswith(("def ", "class ", "@")) or
+                 re.match(r"[A-Z_][A-Z0-9_]* = ", line) or line.startswith("#: "))
     return textwrap.indent("\n".join(lines[start:]), "    ")
 
 
@@ -58,7 +66,8 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     if missing:
         raise ExportError(f"{model_dir}: the model has no ONNX graphs ({', '.join(missing)} missing; the "
                           f"'{artifact.reducer}' reducer does not make them); use --backend native")
-    cfg = runtime_config(artifact)
+    physics = takes_physics(artifact)
+    cfg = runtime_config(artifact, physics=physics)
     ident = cfg["model_identifier"]
     module = f"{ident}_{model_digest(model_dir)[:12]}"
     project = work / "project"
@@ -72,7 +81,7 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     script = work / f"{module}.py"
     script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
                              mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/"),
-                             rotations=_module_source(rotations),
+                             rotations=_module_source(rotations), parameters=_module_source(parameters),
                              local_linear=_module_source(local_linear)))
     built = work / "pythonfmu.fmu"
     cmd = [sys.executable, "-m", "pythonfmu", "build", "-f", str(script), "-d", str(built), "--no-external-tool",
@@ -85,9 +94,25 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         members = {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
     guid = ElementTree.fromstring(members["modelDescription.xml"]).get("guid")
     members["modelDescription.xml"] = model_description_fmi2(
-        fmu_variables(artifact), model_name=artifact.mechanism.name, model_identifier=ident, guid=guid,
+        fmu_variables(artifact, physics=physics), model_name=artifact.mechanism.name, model_identifier=ident, guid=guid,
         description=artifact.description, generation_tool=f"mc2fmu {__version__} (pythonfmu backend)",
         stop_time=cfg["stop_time"], step_size=cfg["dt"], log_categories=LOG_CATEGORIES)
+    if physics:  # the mechanism whose parameters it starts with (what `validate` compares a file with)
+        members[MECHANISM_MEMBER] = artifact_members(model_dir, artifact)[MECHANISM_MEMBER]
     write_zip(out, members)
     return {"onnx_max_difference": artifact.training.get("onnx_max_difference", {}), "module": module,
-            "model_identifier": ident}
+            "model_identifier": ident, "physical_parameters": physics}
+
+
+def takes_physics(artifact) -> bool:
+    """Whether the model's dynamics graphs take the physics as inputs (:data:`GRAPH_INDEX` says
+    so; models trained before they did have none) on the mass blocks of natural coordinates:
+    then its python FMU has the physical parameters."""
+    model = artifact.model
+    if model.kind != "manifold" or getattr(model, "mass", np.zeros(0)).ndim != 3:
+        return False
+    try:
+        index = json.loads(model.resources.get(GRAPH_INDEX, b"{}"))
+        return all("mass" in index[g]["inputs"] for g in ("rhs", "step"))
+    except (ValueError, KeyError, TypeError):
+        return False

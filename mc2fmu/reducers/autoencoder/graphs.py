@@ -6,23 +6,30 @@ training and the run-time model use (:mod:`.torch_model`, :mod:`mc2fmu.models.ma
 * ``decoder``: ``q`` (1, m) -> ``x`` (1, n), ``J`` (1, n, m), ``H`` (1, n, m, m);
 * ``positions``: ``q`` -> ``x`` only (what the FMU's outputs need);
 * ``encoder``: ``x`` (1, n) -> ``q`` (1, m), angle coordinates in (-pi, pi];
-* ``rhs``: ``q``, ``qd`` (1, m), ``u`` -> ``qdd`` (1, m), the reduced right-hand side;
-* ``step``: ``q_prev``, ``q`` (1, m), ``u`` -> ``q_next`` (1, m), the model's one-step map.
+* ``rhs``: ``q``, ``qd`` (1, m), ``u``, physics -> ``qdd`` (1, m), the reduced right-hand side;
+* ``step``: ``q_prev``, ``q`` (1, m), ``u``, physics -> ``q_next`` (1, m), the model's one-step map.
 
-``u`` is (1, n_u); a mechanism without inputs has no ``u`` input.  ``M_m`` is solved by the
-unrolled Cholesky factorisation of :func:`mc2fmu.models.manifold.cholesky_solve`
+``u`` is (1, n_u); a mechanism without inputs has no ``u`` input.  The physics are inputs
+(:data:`PHYSICS_INPUTS`, and :data:`SPRING_INPUTS` with springs): the point mass blocks,
+gravity's force and the spring constants, which a python FMU forms from its physical
+parameters (:mod:`mc2fmu.mechanics.parameters`).  The input loads' maps, the springs'
+attachment points, learned spring laws and identified terms are constants.  ``M_m`` is solved
+by the unrolled Cholesky factorisation of :func:`mc2fmu.models.manifold.cholesky_solve`
 (``torch.linalg.solve`` does not export).  ``dt`` is a constant inside ``step``.
 
 :func:`onnx_graphs` evaluates every graph with onnxruntime at points spread over the
-training envelope and compares with torch; a difference above :data:`TOLERANCE` is an
+training envelope (the dynamics graphs with the model's physics and with others:
+:func:`physics_feeds`) and compares with torch; a difference above :data:`TOLERANCE` is an
 :class:`~mc2fmu.errors.ExportError`.  The autoencoder reducer stores the graphs in the model
-artifact (``resources/onnx/<graph>.onnx``), where the python FMU backend takes them.
+artifact (``resources/onnx/<graph>.onnx``, and their inputs and outputs in
+:data:`GRAPH_INDEX`), where the python FMU backend takes them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import math
 import os
@@ -42,6 +49,8 @@ log = logging.getLogger(__name__)
 F64 = torch.float64
 TOLERANCE = 1e-12  # max |onnxruntime - torch| of an output, float64, relative to max(1, max |output| over the points)
 OPSET = 18
+#: the artifact resource that lists each graph's inputs and outputs
+GRAPH_INDEX = "onnx/graphs.json"
 
 
 class DecoderGraph(nn.Module):
@@ -71,29 +80,41 @@ class EncoderGraph(nn.Module):
         return self.encoder(x)
 
 
-class _RhsGraph(nn.Module):
-    def __init__(self, model, n_u: int):
+class _DynamicsGraph(nn.Module):
+    """A graph of the dynamics: its inputs, by name (:func:`graph_specs`), are the state, the
+    inputs ``u`` (absent without inputs) and the physics (:data:`PHYSICS_INPUTS`)."""
+
+    def __init__(self, model, spec: "GraphSpec", n_u: int):
         super().__init__()
-        self.model, self.n_u = model, n_u
+        self.model, self.inputs, self.n_u = model, spec.inputs, n_u
 
-    def forward(self, q, qd, u=None):
-        if u is None:
-            u = torch.zeros(1, self.n_u, dtype=F64)
-        return self.model.acceleration(q, qd, u)
+    def _args(self, args) -> tuple[dict, torch.Tensor, tuple]:
+        a = dict(zip(self.inputs, args))
+        u = a["u"] if "u" in a else torch.zeros(1, self.n_u, dtype=F64)
+        if "mass" not in a:  # a graph with the model's own physics as constants
+            return a, u, None
+        k = a.get("spring_k", self.model.spring_k)  # without springs these are empty and unused
+        c = a.get("spring_c", self.model.spring_c)
+        L0 = a.get("spring_L0", self.model.spring_L0)
+        return a, u, (a["mass"], a["f_g"], k, c, L0)
 
 
-class _StepGraph(nn.Module):
-    def __init__(self, model, n_u: int, dt: float):
-        super().__init__()
-        self.model, self.n_u = model, n_u
+class _RhsGraph(_DynamicsGraph):
+    def forward(self, *args):
+        a, u, physics = self._args(args)
+        return self.model.acceleration(a["q"], a["qd"], u, physics)
+
+
+class _StepGraph(_DynamicsGraph):
+    def __init__(self, model, spec: "GraphSpec", n_u: int, dt: float):
+        super().__init__(model, spec, n_u)
         # a tensor, not a Python float: the exporter stores Python scalars through float32
         # (dt^2 = 1e-6 became 9.99999997e-7, a 3e-8 relative error in every step)
         self.register_buffer("dt", torch.tensor(float(dt), dtype=F64))
 
-    def forward(self, q_prev, q, u=None):
-        if u is None:
-            u = torch.zeros(1, self.n_u, dtype=F64)
-        return self.model.step(q_prev, q, u, self.dt)
+    def forward(self, *args):
+        a, u, physics = self._args(args)
+        return self.model.step(a["q_prev"], a["q"], u, self.dt, physics)
 
 
 @dataclass(frozen=True)
@@ -103,25 +124,66 @@ class GraphSpec:
     outputs: tuple[str, ...]
 
 
-def graph_specs(n_u: int) -> dict[str, GraphSpec]:
+#: the physics the dynamics graphs take as inputs, from the model's physical parameters: the
+#: 4x4 point mass blocks (n_b, 4, 4), gravity's force f_g (n,) and, with springs, their
+#: stiffness, damping and rest length (n_s,) (:func:`mc2fmu.mechanics.parameters.physics_arrays`)
+PHYSICS_INPUTS = ("mass", "f_g")
+SPRING_INPUTS = ("spring_k", "spring_c", "spring_L0")
+
+
+def graph_specs(n_u: int, n_springs: int = 0, physics_inputs: bool = True) -> dict[str, GraphSpec]:
+    """The graphs' inputs and outputs; ``physics_inputs=False``: the dynamics graphs hold the
+    model's own physics as constants (what models were exported with before; the variants
+    benchmark measures what the inputs cost)."""
     u = ("u",) if n_u else ()
+    physics = (PHYSICS_INPUTS + (SPRING_INPUTS if n_springs else ())) if physics_inputs else ()
     return {
         "decoder": GraphSpec("decoder", ("q",), ("x", "J", "H")),
         "positions": GraphSpec("positions", ("q",), ("x",)),
         "encoder": GraphSpec("encoder", ("x",), ("q",)),
-        "rhs": GraphSpec("rhs", ("q", "qd", *u), ("qdd",)),
-        "step": GraphSpec("step", ("q_prev", "q", *u), ("q_next",)),
+        "rhs": GraphSpec("rhs", ("q", "qd", *u, *physics), ("qdd",)),
+        "step": GraphSpec("step", ("q_prev", "q", *u, *physics), ("q_next",)),
     }
 
 
-def _modules(model, n_u: int, dt: float) -> dict[str, nn.Module]:
+def graph_modules(model, specs: dict[str, GraphSpec], n_u: int, dt: float) -> dict[str, nn.Module]:
     return {
         "decoder": DecoderGraph(model),
         "positions": PositionsGraph(model),
         "encoder": EncoderGraph(model),
-        "rhs": _RhsGraph(model, n_u),
-        "step": _StepGraph(model, n_u, dt),
+        "rhs": _RhsGraph(model, specs["rhs"], n_u),
+        "step": _StepGraph(model, specs["step"], n_u, dt),
     }
+
+
+def physics_feeds(runtime, count: int, seed: int = 11) -> list[dict[str, np.ndarray]]:
+    """The dynamics graphs' physics inputs: the model's own, then ``count - 1`` other physically
+    valid ones (each body's block scaled by its own factor in [0.5, 2], gravity turned and
+    scaled, the spring constants scaled), so that the check sees the inputs used."""
+    rng = np.random.default_rng(seed)
+    springs = runtime.springs
+    own = {"mass": runtime.mass, "f_g": runtime.f_g}
+    if len(springs):
+        own.update(spring_k=springs.k, spring_c=springs.c, spring_L0=springs.L0)
+    feeds = [own]
+    blocks = runtime.mass
+    for _ in range(count - 1):
+        if blocks.ndim != 3:  # a dense M (not natural coordinates' blocks): scaled as a whole
+            scale = rng.uniform(0.5, 2.0)
+            mass, f_g = scale * blocks, scale * runtime.f_g
+        else:
+            scale = rng.uniform(0.5, 2.0, len(blocks))
+            mass = scale[:, None, None] * blocks
+            g = rng.normal(size=3)
+            g *= rng.uniform(2.0, 20.0) / np.linalg.norm(g)
+            f_g = (mass.sum(axis=2)[:, :, None] * g).reshape(-1)
+        feed = {"mass": mass, "f_g": f_g}
+        if len(springs):
+            feed.update(spring_k=springs.k * rng.uniform(0.5, 2.0, len(springs)),
+                        spring_c=springs.c * rng.uniform(0.5, 2.0, len(springs)),
+                        spring_L0=springs.L0 * rng.uniform(0.9, 1.1, len(springs)))
+        feeds.append(feed)
+    return feeds
 
 
 def _torch_outputs(module: nn.Module, spec: GraphSpec, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -168,7 +230,7 @@ def check_graph(path, module: nn.Module, spec: GraphSpec, points) -> float:
     return float(np.max(diffs.max(axis=0) / np.maximum(1.0, scales.max(axis=0))))
 
 
-def _export_one(module: nn.Module, spec: GraphSpec, feed: dict[str, np.ndarray], path: Path) -> None:
+def export_one(module: nn.Module, spec: GraphSpec, feed: dict[str, np.ndarray], path: Path) -> None:
     args = tuple(torch.as_tensor(feed[k], dtype=F64) for k in spec.inputs)
     sink = io.StringIO()
     quiet = [logging.getLogger(n) for n in ("onnxscript", "onnx_ir", "torch.onnx")]
@@ -201,13 +263,17 @@ def export_checked(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], p
     errors, graphs = {}, {}
     for name, spec in specs.items():
         path = work / f"{name}.onnx"
-        _export_one(modules[name], spec, points[0], path)
+        export_one(modules[name], spec, points[0], path)
         errors[name] = check_graph(path, modules[name], spec, points)
         log.info("ONNX %s graph: max |onnxruntime - torch| = %.1e (relative)", name, errors[name])
         if not errors[name] <= TOLERANCE:
             raise ExportError(f"{path}: onnxruntime differs from torch by {errors[name]:.2e} (tolerance {TOLERANCE:g}); "
                               "this is a bug in the exporter, please report it with the model directory")
         graphs[f"onnx/{name}.onnx"] = path.read_bytes()
+    # what each graph takes and gives, by name: a runtime feeds them by it (the python FMU
+    # backend reads whether the dynamics take their physics as inputs)
+    graphs[GRAPH_INDEX] = json.dumps({name: {"inputs": list(spec.inputs), "outputs": list(spec.outputs)}
+                                      for name, spec in specs.items()}, indent=1).encode()
     return graphs, errors
 
 
@@ -216,5 +282,9 @@ def onnx_graphs(model, runtime, envelope, work: str | os.PathLike,
     """Every graph of :func:`graph_specs` of the torch ``model``, as ``{"onnx/<name>.onnx": bytes}``,
     and the measured max relative difference to torch per graph (:func:`export_checked`).
     ``runtime`` (the numpy model) and ``envelope`` give the check points."""
-    specs, modules = graph_specs(runtime.n_u), _modules(model, runtime.n_u, runtime.dt)
-    return export_checked(specs, modules, sample_points(envelope, runtime, check_points), work)
+    specs = graph_specs(runtime.n_u, len(runtime.springs))
+    modules = graph_modules(model, specs, runtime.n_u, runtime.dt)
+    points = sample_points(envelope, runtime, check_points)
+    for point, physics in zip(points, physics_feeds(runtime, len(points))):
+        point.update(physics)
+    return export_checked(specs, modules, points, work)

@@ -292,13 +292,19 @@ class TorchManifoldModel(nn.Module):
         is then ``y``, ``terms.J`` is ``dy/dq``)."""
         return self.terms_and_curvature(q, u)[0]
 
-    def terms_and_curvature(self, q: Tensor, u: Tensor, v: Tensor | None = None) -> tuple[ManifoldTerms, Tensor | None]:
-        """:meth:`terms`; with a velocity ``v``, without the Hessian and with ``H : v v`` instead."""
+    def terms_and_curvature(self, q: Tensor, u: Tensor, v: Tensor | None = None,
+                            physics: tuple[Tensor, ...] | None = None) -> tuple[ManifoldTerms, Tensor | None]:
+        """:meth:`terms`; with a velocity ``v``, without the Hessian and with ``H : v v`` instead;
+        ``physics``: ``(mass, f_g, spring_k, spring_c, spring_L0)`` in place of the model's own
+        (the mass as :attr:`mass` holds it; a decoder in natural coordinates only: the ONNX
+        graphs' physics inputs, which a python FMU forms from its physical parameters)."""
         ident = None if self.library is None else (self.library, self.identified_coefficients(), self.ident_param, q, u)
         Hvv = None
         if not hasattr(self.decoder, "value_jv"):  # a decoder with J and H only (an exact map in the tests)
             v = None
         if self.reduced:
+            if physics is not None:
+                raise ValueError("physics inputs need the decoder in natural coordinates (the run-time model's form)")
             if v is None:
                 y, J, H = self.decoder.hull_jh(q)
             else:
@@ -312,16 +318,22 @@ class TorchManifoldModel(nn.Module):
             x, J, H = self.decoder.value_jh(q)
         else:
             (x, J, Hvv), H = self.decoder.value_jv(q, v), None
-        return manifold_terms(x, J, H, self.mass, self.force(x, u), self.springs, ident), Hvv
+        mass, f_g, springs = self.mass, self.f_g, self.springs
+        if physics is not None:
+            mass, f_g, k, c, L0 = physics
+            if springs is not None:
+                springs = SimpleNamespace(**{**vars(springs), "k": k, "c": c, "L0": L0})
+        return manifold_terms(x, J, H, mass, applied_force(f_g, self.f_B, self.f_C, x, u), springs, ident), Hvv
 
-    def acceleration(self, q: Tensor, v: Tensor, u: Tensor) -> Tensor:
+    def acceleration(self, q: Tensor, v: Tensor, u: Tensor, physics: tuple[Tensor, ...] | None = None) -> Tensor:
         """``qddot`` at one velocity per sample (the decoder's Hessian enters as ``H : v v``
-        only: cheaper than :meth:`terms`, which serves any velocity)."""
-        terms, Hvv = self.terms_and_curvature(q, u, v)
+        only: cheaper than :meth:`terms`, which serves any velocity); ``physics``: see
+        :meth:`terms_and_curvature`."""
+        terms, Hvv = self.terms_and_curvature(q, u, v, physics)
         return acceleration(terms, v, Hvv)
 
-    def step(self, q_prev: Tensor, q: Tensor, u: Tensor, dt) -> Tensor:
-        terms = self.terms(q, u)
+    def step(self, q_prev: Tensor, q: Tensor, u: Tensor, dt, physics: tuple[Tensor, ...] | None = None) -> Tensor:
+        terms = self.terms_and_curvature(q, u, None, physics)[0]
         return self.step_map.step(lambda v: acceleration(terms, v), q_prev, q, dt)
 
 
