@@ -30,9 +30,10 @@ the variant's file; that figure over the model's held-out NRMSE (the worse of th
 benchmarks/linearize.py; target within 1 %).  Then, unless ``--no-cost``, the native FMI 2
 co-simulation FMU's cost per 1 ms step in the plain-C host (tests/c_host/host.c, best of 5),
 with its exported parameters and with the ``mass`` variant's set through FMI; and the python
-backend's: one call of its step graph under onnxruntime with the physics as constants (as
-graphs were exported before they took them) and as inputs (a python FMU with physical
-parameters; the inputs are formed once per parameter set, so their values do not matter).
+backend's (:func:`python_step_cost`), with the dynamics graphs holding the physics as
+constants (as they were exported before they took it) and taking it as inputs: one call of
+the step graph under onnxruntime, and one 1 ms doStep of the FMU under fmpy (constants;
+inputs at the start values; inputs with the ``mass`` variant set).
 Prints the tables; exits 1 if a target is missed.
 """
 
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from dataclasses import replace
@@ -158,37 +160,76 @@ def step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict[str, f
     return float(text.split("us_per_step")[1].split()[0])
 
 
-def graph_step_cost(model_dir: Path, work: Path, calls: int = 2000, repeats: int = 5) -> tuple[float, float]:
-    """us per call of the python backend's ``step`` graph under onnxruntime (the one graph a
-    python FMU runs per grid step), exported from the same model with its physics as constants
-    and as inputs (what a python FMU with physical parameters runs), interleaved, best of
-    ``repeats``."""
-    from mc2fmu.models.artifact import load_artifact
+def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict[str, float], repeats: int = 5,
+                     calls: int = 2000, stop: float = 2.0) -> tuple[float, ...]:
+    """The python backend's cost, its dynamics graphs exported from the same model with the
+    physics as constants (as graphs were before they took them) and as inputs (a python FMU
+    with physical parameters), interleaved in a shuffled order, best of ``repeats``: us per call of the step graph
+    under onnxruntime (the one graph a grid step runs), then us per 1 ms doStep of the FMU under
+    fmpy (``stop`` s of the held-out ``low`` run's inputs) with the constants, with the inputs
+    at the start values and with ``parameters`` set."""
+    import tempfile
+    from dataclasses import replace as dc_replace
+
+    from fmpy import simulate_fmu
+
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.models.artifact import load_artifact, save_artifact
     from mc2fmu.models.envelope import sample_points
-    from mc2fmu.reducers.autoencoder.graphs import export_one, graph_modules, graph_specs, physics_feeds, session
+    from mc2fmu.reducers.autoencoder.graphs import (GRAPH_INDEX, export_checked, graph_modules, graph_specs,
+                                                    physics_feeds, session)
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     work.mkdir(parents=True, exist_ok=True)
     art = load_artifact(model_dir)
     rt = art.model
-    torch_model = from_runtime(rt)
-    point = sample_points(art.envelope, rt, 1)[0]
-    runs = []
+    init = art.initial_state
+    start = {f"q_start[{i + 1}]": float(v) for i, v in enumerate(init.q)} | \
+        {f"qd_start[{i + 1}]": float(v) for i, v in enumerate(init.qd)}
+    mech = load_mechanism(folder / "mechanism.toml")
+    run = read_run(folder / "runs" / "low.csv.gz", mech)
+    signals = np.array([(t, *u) for t, u in zip(run.t, np.atleast_2d(run.u))],
+                       dtype=[("time", np.float64)] + [(n, np.float64) for n in mech.input_names])
+    graphs, fmus, feeds = {}, {}, {}
     for inputs in (False, True):
         specs = graph_specs(rt.n_u, len(rt.springs), physics_inputs=inputs)
-        feed = {**point, **(physics_feeds(rt, 1)[0] if inputs else {})}
-        path = work / f"step-{'inputs' if inputs else 'constants'}.onnx"
-        export_one(graph_modules(torch_model, specs, rt.n_u, rt.dt)["step"], specs["step"], feed, path)
-        sess = session(path)
-        runs.append((sess, {k: feed[k] for k in specs["step"].inputs}))
-    best = [float("inf")] * len(runs)
+        points = sample_points(art.envelope, rt, 4)
+        if inputs:
+            for point, physics in zip(points, physics_feeds(rt, len(points))):
+                point.update(physics)
+        with tempfile.TemporaryDirectory() as tmp:
+            files, _ = export_checked(specs, graph_modules(from_runtime(rt), specs, rt.n_u, rt.dt), points, tmp)
+        if not inputs:
+            files.pop(GRAPH_INDEX)  # a model of the form before: its python FMU has no physical parameters
+        folder = work / ("inputs" if inputs else "constants")
+        (work / "step.onnx").write_bytes(files["onnx/step.onnx"])
+        graphs[inputs] = session(work / "step.onnx")
+        feeds[inputs] = {k: points[0][k] for k in specs["step"].inputs}
+        if folder.exists():
+            shutil.rmtree(folder)
+        save_artifact(folder, dc_replace(art, model=dc_replace(rt, resources=files)))
+        fmus[inputs] = work / f"python-{folder.name}.fmu"
+        export_fmu(folder, fmus[inputs], "python")
+    cases = [("graph", False, None), ("graph", True, None), ("fmu", False, {}), ("fmu", True, {}),
+             ("fmu", True, parameters)]
+    best = [float("inf")] * len(cases)
+    order = np.random.default_rng(0)
     for _ in range(repeats):
-        for k, (sess, feed) in enumerate(runs):
+        for k in order.permutation(len(cases)):  # no case always first or last
+            what, inputs, settings = cases[k]
             t0 = time.perf_counter()
-            for _ in range(calls):
-                sess.run(["q_next"], feed)
-            best[k] = min(best[k], 1e6 * (time.perf_counter() - t0) / calls)
-    return best[0], best[1]
+            if what == "graph":
+                for _ in range(calls):
+                    graphs[inputs].run(["q_next"], feeds[inputs])
+                n = calls
+            else:
+                simulate_fmu(str(fmus[inputs]), stop_time=stop, output_interval=1e-3, start_values=start | settings,
+                             input=signals, output=["q[1]"])
+                n = round(stop / 1e-3)
+            best[k] = min(best[k], 1e6 * (time.perf_counter() - t0) / n)
+    return tuple(best)
 
 
 def main(argv=None) -> int:
@@ -247,7 +288,7 @@ def main(argv=None) -> int:
             settings, _ = parameter_settings(trained_mech, load_mechanism(mech), exposed, mech, "the FMU")
             work = args.out / "cost" / name
             costs.append((name, step_cost(model_dir, folder, work, {}), step_cost(model_dir, folder, work, settings),
-                          len(settings), *graph_step_cost(model_dir, work)))
+                          len(settings), *python_step_cost(model_dir, folder, work / "python", settings)))
 
     if rows:
         print("\n| mechanism | variant | held-out NRMSE | trained parameters | variant's parameters | ratio to held-out "
@@ -260,11 +301,13 @@ def main(argv=None) -> int:
               f"{fmt(f'{f:.4g}' for f in engine) or '-'} | {fmt(f'{f:.4g}' for f in reduced) or '-'} | "
               f"{'-' if np.isnan(f_err) else f'{100 * f_err:.2f} %'} |")
     if costs:
-        print("\n| mechanism | native: us/step, exported parameters | native: us/step, `mass` variant set through FMI "
-              "| parameters set | python: us/call of the step graph, physics as constants | python: physics as inputs |")
-        print("|---|---|---|---|---|---|")
-        for name, default, changed, n, constants, inputs in costs:
-            print(f"| {name} | {default:.2f} | {changed:.2f} | {n} | {constants:.1f} | {inputs:.1f} |")
+        print("\n| mechanism | native: us/step, exported parameters | native: `mass` variant set through FMI "
+              "| parameters set | python: us/call of the step graph, physics as constants | as inputs "
+              "| python: us/doStep, physics as constants | as inputs | as inputs, `mass` variant set |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, default, changed, n, g_const, g_inputs, f_const, f_inputs, f_variant in costs:
+            print(f"| {name} | {default:.2f} | {changed:.2f} | {n} | {g_const:.1f} | {g_inputs:.1f} | {f_const:.0f} | "
+                  f"{f_inputs:.0f} | {f_variant:.0f} |")
     ratios = [r[5] for r in rows if r[6] is None]
     f_errs = [r[11] for r in rows if np.isfinite(r[11])]
     if not rows:
