@@ -178,8 +178,7 @@ def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict
     from mc2fmu.mechanics.mechanism import load_mechanism
     from mc2fmu.models.artifact import load_artifact, save_artifact
     from mc2fmu.models.envelope import sample_points
-    from mc2fmu.reducers.autoencoder.graphs import (GRAPH_INDEX, export_checked, graph_modules, graph_specs,
-                                                    physics_feeds, session)
+    from mc2fmu.reducers.autoencoder.graphs import export_checked, graph_modules, graph_specs, physics_feeds, session
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     work.mkdir(parents=True, exist_ok=True)
@@ -201,8 +200,6 @@ def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict
                 point.update(physics)
         with tempfile.TemporaryDirectory() as tmp:
             files, _ = export_checked(specs, graph_modules(from_runtime(rt), specs, rt.n_u, rt.dt), points, tmp)
-        if not inputs:
-            files.pop(GRAPH_INDEX)  # a model of the form before: its python FMU has no physical parameters
         folder = work / ("inputs" if inputs else "constants")
         (work / "step.onnx").write_bytes(files["onnx/step.onnx"])
         graphs[inputs] = session(work / "step.onnx")

@@ -190,9 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="co-simulation (default), model exchange or both (me/both: native only)")
     p.add_argument("--platforms", **platforms)
     p.add_argument("--mechanism", metavar="VARIANT.toml",
-                   help="native backend and --format modelica: a mechanism file that changes only physical parameters "
-                        "(masses, centres of mass, inertias, gravity, springs, input directions and points): its values "
-                        "are built in, and the start values of the physical parameters")
+                   help="a mechanism file that changes only physical parameters (masses, centres of mass, inertias, "
+                        "gravity, springs; native backend and --format modelica also input directions and points, "
+                        "spring attachment points): its values are built in, and the start values of the physical "
+                        "parameters")
 
     p = command("validate", _cmd_validate, "run an FMU with fmpy on reference runs and report its accuracy",
                 VALIDATE_HELP)
@@ -265,7 +266,7 @@ The FMU's variables (a public contract):
               quaternion, scalar first), q[i], qd[i] (i = 1..dof), envelope (0 inside
               the training envelope; else the excursion in training spans)
   parameters  q_start[i], qd_start[i] (default: the first training run's initial state);
-              native backend, decoder-manifold models: <body>.mass, <body>.com[1..3],
+              decoder-manifold models: <body>.mass, <body>.com[1..3],
               <body>.inertia[1..3 or 1..6], gravity[1..3], <spring>.stiffness .damping
               .length (default: the mechanism exported; --mechanism VARIANT.toml sets them)
 
@@ -317,7 +318,7 @@ envelope flag rose, and the wall time; plus fmpy's model-description problems.
 
 The mechanism file may be a physical variant of the exported one (other masses, centres of
 mass, inertias, gravity or spring constants): the FMU's parameters are set to its values
-through FMI (native FMUs of decoder-manifold models) and listed.
+through FMI (FMUs of decoder-manifold models) and listed.
 
 Exit code: 0 when the model description has no problems (accuracy is reported, not
 judged), 1 otherwise.

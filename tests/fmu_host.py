@@ -99,7 +99,7 @@ def state(req: dict) -> dict:
     host.free()
     other = Host(req["fmu"], "other")
     other.set(_input_at(req, 0.0))
-    other.start(req["start"])
+    other.start(req.get("other_start", req["start"]))  # other parameters: the state brings its own
     restored = other.fmu.deSerializeFMUstate(blob)
     other.fmu.setFMUstate(restored)
     _, third = _run(other, req, h, t1, t2)

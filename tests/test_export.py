@@ -307,9 +307,17 @@ def test_communication_steps_give_the_same_trajectory(exported, reference_run, t
 
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_get_set_and_serialized_state_reproduce_the_run(exported, reference_run, tmp_path, name):
-    model_dir, fmu = exported(name)[:2]
-    req = {"kind": "state", "fmu": str(fmu), "start": start_values(model_dir), "steps": [0.0025], "t_split": 0.3,
-           "t_end": 0.6, "block": 0.01, "inputs": ["tau"], "u_blocks": _block_inputs(name, reference_run, 0.01, 0.6)}
+    """A state restored, and one deserialized into another instance whose physical parameters
+    are the exported ones, continue the run exactly: the state carries the heavier last body
+    its instance was given."""
+    from mc2fmu.mechanics.mechanism import load_mechanism
+
+    model_dir, fmu, mech = exported(name)[:3]
+    last = load_mechanism(mech).bodies[-1]
+    start = {**start_values(model_dir), f"{last.name}.mass": 1.5 * last.mass}
+    req = {"kind": "state", "fmu": str(fmu), "start": start, "other_start": start_values(model_dir), "steps": [0.0025],
+           "t_split": 0.3, "t_end": 0.6, "block": 0.01, "inputs": ["tau"],
+           "u_blocks": _block_inputs(name, reference_run, 0.01, 0.6)}
     res = run_json(HOST, req, tmp_path)
     first = np.array(res["first"])
     assert first.shape[0] == 120 and np.isfinite(first).all()

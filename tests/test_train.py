@@ -140,8 +140,7 @@ def test_artifact_holds_what_later_stages_need(capsys, tmp_path, toy_mechanism, 
     with np.load(out / "arrays.npz") as w:
         assert {"M", "decoder.W0", "encoder.W0"} <= set(w.files)
         assert {k: list(w[k].shape) for k in w.files} == meta["arrays"]
-    assert sorted(meta["resources"]) == sorted([*(f"onnx/{g}.onnx" for g in ("decoder", "encoder", "positions", "rhs",
-                                                                           "step")), "onnx/graphs.json"])
+    assert sorted(meta["resources"]) == sorted(f"onnx/{g}.onnx" for g in ("decoder", "encoder", "positions", "rhs", "step"))
 
 
 def test_training_is_deterministic(tmp_path, toy_mechanism, toy_run):

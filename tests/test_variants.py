@@ -7,8 +7,6 @@ in closed form, and Exudyn runs of the variant mechanisms."""
 from __future__ import annotations
 
 import copy
-import json
-import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -258,20 +256,48 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
         assert res["reached_stop_time"]
         assert abs(res["max_position_error"] - sim["max_position_error"]) <= 1e-9
         assert res["position_nrmse"] == pytest.approx(sim["nrmse"], rel=1e-6)
-        if backend == "python":
-            continue
         # the trained file: validate sets the variant's FMU back to the trained mass through FMI
         back = validate_fmu(fmu, mech, [str(run)])
         assert back["parameters"] == {f"{load_mechanism(mech).bodies[-1].name}.mass": load_mechanism(mech).bodies[-1].mass}
         assert abs(back["runs"][0]["max_position_error"] - trained_sim["max_position_error"]) <= 1e-9
-    old = tmp_path / "old-model"
-    shutil.copytree(model, old)
-    meta = json.loads((old / "model.json").read_text())
-    meta["resources"].remove("onnx/graphs.json")
-    (old / "model.json").write_text(json.dumps(meta))
-    (old / "resources" / "onnx" / "graphs.json").unlink()
+    # the python backend's graphs hold the input load maps: a variant moving an input is refused
+    d = load_mechanism(variant).to_dict()
+    d["inputs"][0]["direction"] = (-np.asarray(d["inputs"][0]["direction"], dtype=float)).tolist()
+    turned = tmp_path / "turned.toml"
+    turned.write_text(mechanism_toml(d))
+    with pytest.raises(ExportError, match=rf"changes {d['inputs'][0]['name']}.direction, which the python backend"):
+        export_fmu(model, tmp_path / "p.fmu", "python", mechanism=turned)
+    assert not (tmp_path / "p.fmu").exists()
+    # a model whose graphs hold the trained physics (as before they took it as inputs): its python
+    # FMU runs without physical parameters, and a variant is refused for it
+    old = _constant_physics_graphs(model, tmp_path / "old-model")
+    summary = export_fmu(old, tmp_path / "old.fmu", "python")
+    assert summary["physical_parameters"] is False
     with pytest.raises(ExportError, match="hold the trained physical parameters"):
         export_fmu(old, tmp_path / "p.fmu", "python", mechanism=variant)
+    res = validate_fmu(tmp_path / "old.fmu", mech, [str(run)])
+    assert res["parameters"] == {} and res["runs"][0]["reached_stop_time"]
+    assert abs(res["runs"][0]["max_position_error"] - trained_sim["max_position_error"]) <= 1e-9
+
+
+def _constant_physics_graphs(model_dir: Path, out: Path) -> Path:
+    """A copy of the model whose rhs and step graphs hold its physics as constants (the form
+    of models trained before the graphs took it as inputs)."""
+    from dataclasses import replace as dc_replace
+
+    from mc2fmu.models.artifact import load_artifact, save_artifact
+    from mc2fmu.models.envelope import sample_points
+    from mc2fmu.reducers.autoencoder.graphs import export_checked, graph_modules, graph_specs
+    from mc2fmu.reducers.autoencoder.torch_model import from_runtime
+
+    art = load_artifact(model_dir)
+    rt = art.model
+    specs = graph_specs(rt.n_u, len(rt.springs), physics_inputs=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        graphs, _ = export_checked(specs, graph_modules(from_runtime(rt), specs, rt.n_u, rt.dt),
+                                   sample_points(art.envelope, rt, 4), tmp)
+    save_artifact(out, dc_replace(art, model=dc_replace(rt, resources=graphs)))
+    return out
 
 
 @pytest.mark.parametrize("name", ["macpherson", "two_bar"])

@@ -18,7 +18,7 @@ from .description import fmu_variables
 
 #: where an mc2fmu FMU carries its model artifact (what `mc2fmu validate` and `simulate` read)
 MODEL_PREFIX = "resources/model/"
-#: the mechanism whose physical parameters a native FMU runs (the trained one, or the variant
+#: the mechanism whose physical parameters an FMU starts with (the trained one, or the variant
 #: `export --mechanism` gave); `validate` compares a mechanism file with it
 MECHANISM_MEMBER = "resources/mechanism.json"
 LOG_CATEGORIES = {

@@ -99,7 +99,8 @@ def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: b
 
     Without options: the contract (every backend, FMI 2 co-simulation).  ``model_exchange``
     appends ``der(q[i])`` then ``der(qd[i])``; ``independent_time`` (FMI 3) appends ``time``;
-    ``physics`` (the native backend, decoder-manifold models) then appends the physical
+    ``physics`` (decoder-manifold models; the python backend when the model's graphs take the
+    physics as inputs) then appends the physical
     parameters of :func:`mc2fmu.mechanics.variants.physical_parameters`, started at the
     artifact's mechanism's values.
     """

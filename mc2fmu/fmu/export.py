@@ -111,14 +111,23 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     if mechanism is not None:
         from ..mechanics.mechanism import load_mechanism
 
+        trained_mechanism = artifact.mechanism
         artifact, changed = artifact.for_mechanism(load_mechanism(mechanism), mechanism)
         if changed and backend == "python":
+            from ..mechanics.variants import physical_parameters, unreached
             from .backends.python import takes_physics
+            from .description import learned_damping
 
             if not takes_physics(artifact):
                 raise ExportError(f"--mechanism {mechanism}: this model's ONNX graphs hold the trained physical "
                                   "parameters (it was trained before they took them as inputs); export the variant "
                                   "with --backend native, or train the model again")
+            exposed = {p.name for p in physical_parameters(artifact.mechanism, learned_damping(artifact))}
+            beyond = unreached(trained_mechanism, artifact.mechanism, exposed, mechanism)
+            if beyond:
+                raise ExportError(f"--mechanism {mechanism}: changes {', '.join(beyond)}, which the python backend's "
+                                  "graphs hold as constants (its physics inputs are masses, centres of mass, "
+                                  "inertias, gravity and spring constants); export this variant with --backend native")
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:

@@ -219,9 +219,26 @@ def parameter_settings(exported: Mechanism, variant: Mechanism, exposed: set[str
                        source: str | os.PathLike, fmu: str) -> tuple[dict[str, float], list[Difference]]:
     """The FMU parameter values that turn the mechanism an FMU was exported with into
     ``variant`` (``{name: value}`` for the slots that differ) and the differences, or a
-    :class:`ModelError` naming what no parameter of the FMU (``exposed``) reaches: attachment
-    points, input directions and points, an off-diagonal inertia where the FMU takes principal
-    values, a learned law's damping."""
+    :class:`ModelError` naming what no parameter of the FMU (``exposed``) reaches
+    (:func:`unreached`)."""
+    values, diffs, beyond = _settings(exported, variant, exposed, source)
+    if beyond:
+        raise ModelError(f"{source}: changes {', '.join(beyond)}, which {fmu} has no parameter for "
+                         "(its parameters are masses, centres of mass, inertias, gravity and spring constants); "
+                         "export an FMU for this file with `mc2fmu export MODEL --mechanism "
+                         f"{source}`")
+    return values, diffs
+
+
+def unreached(exported: Mechanism, variant: Mechanism, exposed: set[str] | list[str],
+              source: str | os.PathLike) -> list[str]:
+    """The items ``variant`` changes that no parameter in ``exposed`` reaches: attachment points,
+    input directions and points, an off-diagonal inertia where the FMU takes principal values, a
+    learned law's damping (what an FMU's constants hold)."""
+    return _settings(exported, variant, exposed, source)[2]
+
+
+def _settings(exported, variant, exposed, source) -> tuple[dict[str, float], list[Difference], list[str]]:
     diffs = physical_differences(exported, variant, source)
     names = parameter_names(exported)
     old, new = parameter_vector(exported), parameter_vector(variant)
@@ -229,9 +246,4 @@ def parameter_settings(exported: Mechanism, variant: Mechanism, exposed: set[str
     covered = {n.split("[")[0] for n in values}
     beyond = [d.item for d in diffs if d.item not in covered]
     beyond += [n for n in values if n not in set(exposed)]
-    if beyond:
-        raise ModelError(f"{source}: changes {', '.join(dict.fromkeys(beyond))}, which {fmu} has no parameter for "
-                         "(its parameters are masses, centres of mass, inertias, gravity and spring constants); "
-                         "export an FMU for this file with `mc2fmu export MODEL --mechanism "
-                         f"{source}`")
-    return values, diffs
+    return values, diffs, list(dict.fromkeys(beyond))

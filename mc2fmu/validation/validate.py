@@ -85,8 +85,9 @@ def fmu_parameter_settings(path: Path, art: ModelArtifact, mech, source) -> tupl
     exposed = {v.name for v in read_model_description(str(path)).modelVariables
                if v.causality == "parameter" and not v.name.startswith(("q_start[", "qd_start["))}
     if not exposed:
-        art.check_mechanism(mech, source, why=f"{path.name} has no physical parameters (only the native backend's "
-                            "FMUs of decoder-manifold models have)", mine=f"the mechanism {path.name} was exported with")
+        art.check_mechanism(mech, source, why=f"{path.name} has no physical parameters (FMUs of decoder-manifold "
+                            "models have, except python-backend FMUs of models trained before their graphs took the "
+                            "physics as inputs)", mine=f"the mechanism {path.name} was exported with")
         return {}, []
     return parameter_settings(art.mechanism, mech, exposed, source, path.name)
 

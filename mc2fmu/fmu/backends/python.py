@@ -36,9 +36,6 @@ from ..common import (LOG_CATEGORIES, MECHANISM_MEMBER, MODEL_PREFIX, artifact_m
                       require_manifold, runtime_config)
 from ..description import fmu_variables, model_description_fmi2
 
-#: the artifact resource listing the graphs' inputs (mc2fmu.reducers.autoencoder.graphs.GRAPH_INDEX;
-#: not imported from there: this module runs without torch)
-GRAPH_INDEX = "onnx/graphs.json"
 #: the graphs the slave runs per model kind, as the artifact's resources name them
 GRAPHS = {"manifold": ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx"),
           "node": ("onnx/node_step.onnx", "onnx/positions.onnx"),
@@ -101,18 +98,32 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         members[MECHANISM_MEMBER] = artifact_members(model_dir, artifact)[MECHANISM_MEMBER]
     write_zip(out, members)
     return {"onnx_max_difference": artifact.training.get("onnx_max_difference", {}), "module": module,
-            "model_identifier": ident, "physical_parameters": physics}
+            "model_identifier": ident, "physical_parameters": physics,
+            "variables": len(fmu_variables(artifact, physics=physics))}
 
 
 def takes_physics(artifact) -> bool:
-    """Whether the model's dynamics graphs take the physics as inputs (:data:`GRAPH_INDEX` says
-    so; models trained before they did have none) on the mass blocks of natural coordinates:
-    then its python FMU has the physical parameters."""
+    """Whether the model's step and rhs graphs take the physics as inputs (read from the graphs
+    themselves; models trained before they did hold it as constants): then its python FMU has
+    the physical parameters.  Graphs that disagree, or physics inputs on a mass matrix that is
+    not natural coordinates' blocks, are an :class:`ExportError`."""
+    import onnxruntime as ort
+
     model = artifact.model
-    if model.kind != "manifold" or getattr(model, "mass", np.zeros(0)).ndim != 3:
+    if model.kind != "manifold":
         return False
-    try:
-        index = json.loads(model.resources.get(GRAPH_INDEX, b"{}"))
-        return all("mass" in index[g]["inputs"] for g in ("rhs", "step"))
-    except (ValueError, KeyError, TypeError):
-        return False
+    takes = {}
+    for graph in ("rhs", "step"):
+        data = model.resources.get(f"onnx/{graph}.onnx")
+        if data is None:
+            return False
+        try:
+            sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own types for a damaged graph
+            raise ExportError(f"{artifact.path}: resources/onnx/{graph}.onnx cannot be read ({type(exc).__name__}); "
+                              "train the model again") from None
+        takes[graph] = "mass" in {i.name for i in sess.get_inputs()}
+    if takes["rhs"] != takes["step"] or (takes["rhs"] and getattr(model, "mass", np.zeros(0)).ndim != 3):
+        raise ExportError(f"{artifact.path}: the model's rhs and step graphs do not take the same physics inputs; "
+                          "train the model again")
+    return takes["rhs"]

@@ -155,6 +155,10 @@ class TrainConfig:
         "--rigidity-weight", "weight of L_rig, the decoded bodies' point distances against the rigid ones at latent "
         "points spread over the whole range of the coordinates, off the training path too (default 1; 0: off)"))
     rigidity_points: int = 1000
+    curvature_weight: float = field(default=0.0, metadata=_opt(
+        "--curvature-weight", "weight of L_curv, the second difference of the reconstructed triplet against the "
+        "data's, as an acceleration: the chart's curvature along the path in every direction, not only where the "
+        "trained forces weigh it (default 0: off)"))
     gauge_weight: float | str = field(default="auto", metadata=_opt(
         "--gauge-weight", "weight of L_gauge, the spread of log det M_m (the reduced mass matrix) over the training "
         "states: a choice of the learnt coordinates, not of the physics (a 1-DOF mechanism's coordinate with a "
@@ -228,7 +232,7 @@ class TrainConfig:
         if not (math.isfinite(self.hull_tol) and 0 <= self.hull_tol < 1):
             problems.append(f"hull_tol {self.hull_tol}: must be in [0, 1) (0: no hull)")
         for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight",
-                     "gauge_weight"):
+                     "curvature_weight", "gauge_weight"):
             w = getattr(self, name)
             if name == "gauge_weight" and w == "auto":
                 continue

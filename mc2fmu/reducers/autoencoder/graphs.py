@@ -21,15 +21,14 @@ by the unrolled Cholesky factorisation of :func:`mc2fmu.models.manifold.cholesky
 training envelope (the dynamics graphs with the model's physics and with others:
 :func:`physics_feeds`) and compares with torch; a difference above :data:`TOLERANCE` is an
 :class:`~mc2fmu.errors.ExportError`.  The autoencoder reducer stores the graphs in the model
-artifact (``resources/onnx/<graph>.onnx``, and their inputs and outputs in
-:data:`GRAPH_INDEX`), where the python FMU backend takes them.
+artifact (``resources/onnx/<graph>.onnx``), where the python FMU backend takes them (it reads
+the graphs' input names to tell whether they take the physics).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import math
 import os
@@ -49,8 +48,6 @@ log = logging.getLogger(__name__)
 F64 = torch.float64
 TOLERANCE = 1e-12  # max |onnxruntime - torch| of an output, float64, relative to max(1, max |output| over the points)
 OPSET = 18
-#: the artifact resource that lists each graph's inputs and outputs
-GRAPH_INDEX = "onnx/graphs.json"
 
 
 class DecoderGraph(nn.Module):
@@ -270,10 +267,6 @@ def export_checked(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], p
             raise ExportError(f"{path}: onnxruntime differs from torch by {errors[name]:.2e} (tolerance {TOLERANCE:g}); "
                               "this is a bug in the exporter, please report it with the model directory")
         graphs[f"onnx/{name}.onnx"] = path.read_bytes()
-    # what each graph takes and gives, by name: a runtime feeds them by it (the python FMU
-    # backend reads whether the dynamics take their physics as inputs)
-    graphs[GRAPH_INDEX] = json.dumps({name: {"inputs": list(spec.inputs), "outputs": list(spec.outputs)}
-                                      for name, spec in specs.items()}, indent=1).encode()
     return graphs, errors
 
 

@@ -330,7 +330,7 @@ class LossFunction:
         self.angle_mask = torch.tensor(angles, dtype=torch.bool)
         self.weights = {"rec": cfg.rec_weight, "dyn": cfg.dyn_weight, "vel": cfg.vel_weight,
                         "acc": cfg.acc_weight, "roll": cfg.rollout_weight, "rig": cfg.rigidity_weight,
-                        "gauge": cfg.gauge}
+                        "curv": cfg.curvature_weight, "gauge": cfg.gauge}
         if cfg.rigidity_weight:
             if layout is None:
                 raise ValueError("the rigidity term needs the NC layout (the bodies' point distances)")
@@ -474,6 +474,8 @@ class LossFunction:
                 parts["dyn"] = ((dec(q_hat) - decoded_next) / (dt * dt) / self.a_scale).pow(2).mean()
         else:
             parts["vel"], parts["acc"] = self.kinematic(x, W.xd[:, 1], (x_next - 2.0 * x + x_prev) / (dt * dt))
+        if self.cfg.curvature_weight:
+            parts["curv"] = self.curvature(W, q_prev, q, q_next)
         if self.cfg.rollout_steps:
             parts["roll"] = self.rollout(W, q_prev, q)
         if self.cfg.rigidity_weight:
@@ -481,6 +483,23 @@ class LossFunction:
         if self.weights["gauge"]:
             parts["gauge"] = self.gauge(q, Mm)
         return parts
+
+    def curvature(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor, q_next: torch.Tensor) -> torch.Tensor:
+        """L_curv: the second difference of the decoded triplet against the data's, divided by
+        dt^2 (an acceleration, scaled as the dynamics term's): the reconstruction's error made
+        smooth along the path, so the chart's curvature (and tangent) match the data's in every
+        direction, including those the trained forces do not weigh."""
+        dt = W.dt
+        dec = self.model.decoder
+        if self.reduced:
+            B = len(q)
+            y = dec.hull(torch.cat([q_prev, q, q_next]))
+            t = self._data(W)["target"]
+            d2 = (y[:B] - 2.0 * y[B:2 * B] + y[2 * B:]) - (t[:B] - 2.0 * t[B:2 * B] + t[2 * B:])
+            return ((d2 / (dt * dt)) @ self.acc_factor).pow(2).sum(-1).mean() / self.n_x
+        x = dec(torch.cat([q_prev, q, q_next])).reshape(3, len(q), -1)
+        d2 = (x[0] - 2.0 * x[1] + x[2]) - (W.x[:, 0] - 2.0 * W.x[:, 1] + W.x[:, 2])
+        return (d2 / (dt * dt) / self.a_scale).pow(2).mean()
 
     def gauge(self, q: torch.Tensor, Mm: torch.Tensor | None = None) -> torch.Tensor:
         """L_gauge: the variance of ``log det M_m`` over the training states ``q``; ``Mm``:
