@@ -47,6 +47,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "linearize": [],
     "closed_loop": ["--models", BENCH],
     "variants": [],
+    "curvature": [],
     "modelica": [],
 }
 

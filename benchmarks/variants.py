@@ -1,9 +1,11 @@
 """Tunable physics against the engine: a trained model run with a variant's physical parameters.
 
     python benchmarks/variants.py [NAMES...] [--models DIR] [--out out/bench-variants] [--no-cost]
+                                  [--curvature-weight W]
 
 For each suite mechanism, the default-setting model (learnt coordinates, seed 0: ``DIR/<name>-learnt-k1``
-from benchmarks/seeds.py when it is there, else trained here with the defaults into OUT) is run
+from benchmarks/seeds.py when it is there, else trained here with the defaults into OUT; with
+``--curvature-weight W`` the defaults plus ``L_curv`` at weight W, trained into OUT) is run
 on Exudyn simulations of physical variants of its mechanism, each held in the reference
 configuration by its own static inputs (re-solved for the variant) and driven by the ``low``
 excitation for 10 s, inside the training range:
@@ -235,6 +237,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", type=Path, default=ROOT / "out" / "bench-seeds",
                     help="where benchmarks/seeds.py left its models (<name>-learnt-k1); missing ones are trained")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-variants")
+    ap.add_argument("--curvature-weight", type=float, default=None, metavar="W",
+                    help="models trained here with L_curv at weight W (OUT/<name>-curvature-W) instead of --models")
     ap.add_argument("--no-cost", action="store_true", help="skip the native step cost")
     ap.add_argument("--cost-only", action="store_true", help="only the native step cost (on an otherwise idle machine)")
     args = ap.parse_args(argv)
@@ -250,11 +254,15 @@ def main(argv=None) -> int:
     for name in args.names:
         folder = ensure_runs(name)
         model_dir = args.models / f"{name}-learnt-k1"
+        options = {}
+        if args.curvature_weight is not None:
+            model_dir = args.out / f"{name}-curvature-{args.curvature_weight:g}"
+            options["curvature_weight"] = args.curvature_weight
         if not (model_dir / "model.json").exists():
-            model_dir = args.out / name
+            model_dir = model_dir if options else args.out / name
             if not (model_dir / "model.json").exists():
-                train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=DOF[name]),
-                      model_dir)
+                train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"],
+                      TrainConfig(dof=DOF[name], **options), model_dir)
         base = reference.model(name)
         held = max(evaluate(model_dir, folder)[e]["nrmse"] for e in HELD_OUT) if not args.cost_only else None
         if not args.cost_only:

@@ -268,6 +268,47 @@ def test_appendix_loss_is_zero_for_an_exact_autoencoder():
     assert float(vel) > 1e-9 and float(acc) > 1e-8
 
 
+def test_curvature_term_is_the_reconstruction_errors_acceleration():
+    """L_curv is zero for an exact autoencoder; for a decoder off by a smooth error e(q) it is
+    the mean square of d2 e(q(t)) / dt2 along the path, the analytic second derivative (to the
+    finite difference's O(dt^2))."""
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.training import LossFunction, Windows
+
+    model, _, _, _ = _spinning_bar_autoencoder()
+    layer = model.decoder.net.layers[0]
+    A, c = layer.weight.detach().clone(), layer.bias.detach().clone()
+    dt = 5e-4
+    t = torch.arange(0, 1.0 + dt / 2, dt, dtype=torch.float64)
+    q = 0.3 + 2 * t + 1.5 * t**2  # through +-pi
+    x = c + torch.stack([torch.cos(q), torch.sin(q)], 1) @ A.T
+    rows = torch.arange(1, len(t) - 1)[:, None] + torch.arange(-1, 2)
+    W = Windows(x[rows], torch.zeros_like(x[rows]), torch.zeros(len(rows), 3, 0, dtype=torch.float64), dt)
+    loss = LossFunction(model, TrainConfig(dof=1, curvature_weight=1.0, rigidity_weight=0.0), [True],
+                        {k: np.ones(2) for k in "xva"})
+    with torch.no_grad():
+        assert float(loss.terms(W)["curv"]) < 1e-16  # rounding: 1e-16 / dt^2 = 4e-10, squared
+        layer.weight[0, 0] += 1e-3  # e(q) = (1e-3 cos q, 0)
+        got = float(loss.terms(W)["curv"])
+    qm, qd, qdd = q[1:-1], 2 + 3 * t[1:-1], 3.0
+    e2 = 1e-3 * (-torch.sin(qm) * qdd - torch.cos(qm) * qd**2)
+    assert got == pytest.approx(float((e2**2).mean() / 2), rel=1e-4)
+
+
+def test_curvature_term_in_hull_coordinates_is_the_natural_coordinates_one(toy_mechanism, toy_run):
+    """With a hull decoder L_curv is taken in hull coordinates; it equals the natural-coordinate
+    second difference of the decoded triplet against the data's, scaled as an acceleration."""
+    _, model, W, loss = _toy_loss(toy_mechanism, toy_run, curvature_weight=1.0)
+    assert loss.reduced
+    with torch.no_grad():
+        got = float(loss.terms(W)["curv"])
+        q_prev, q, q_next = loss.encode_triplets(W)
+        x = [model.decoder(a) for a in (q_prev, q, q_next)]
+        d2 = (x[0] - 2 * x[1] + x[2]) - (W.x[:, 0] - 2 * W.x[:, 1] + W.x[:, 2])
+        want = float((d2 / W.dt**2 / loss.a_scale).pow(2).mean())
+    assert got > 0 and got == pytest.approx(want, rel=1e-6)
+
+
 def test_appendix_loss_trains_and_is_reported(capsys, tmp_path, toy_mechanism, toy_run):
     out = tmp_path / "model"
     code, stdout, err = run_cli(capsys, "train", toy_mechanism, toy_run, "--dof", "1", *FAST, "--loss", "appendix",

@@ -235,7 +235,7 @@ def test_linearize_follows_the_laws_of_scaled_physics(trained, tmp_path, capsys)
 
 
 def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_variants, tmp_path):
-    """`export --mechanism VARIANT` (native FMI 2 and 3, python): under fmpy the FMU gives
+    """`export --mechanism VARIANT` (native, python): under fmpy the FMU gives
     `simulate`'s result on the engine's run of the variant (the same position error to 1e-9 m),
     it records the variant, and validating it with the trained file sets the trained mass back
     through FMI.  A model whose graphs hold the trained physics (trained before they took it
@@ -248,7 +248,7 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
     variant, run = four_bar_variants["heavy_rocker"]
     sim = simulate_file(model, variant, run, tmp_path / "s.csv")
     trained_sim = simulate_file(model, mech, run, tmp_path / "t.csv")
-    for backend, fmi in (("native", 2), ("native", 3), ("python", 2)):
+    for backend, fmi in (("native", 2), ("python", 2)):  # FMI 3: test_parameters_set_through_fmi_...
         fmu = tmp_path / f"v{backend}{fmi}.fmu"
         summary = export_fmu(model, fmu, backend, fmi, "cs", mechanism=variant)
         assert [c.item for c in summary["changed"]] == [f"{load_mechanism(variant).bodies[-1].name}.mass"]
@@ -386,8 +386,8 @@ def _split_chart(model_dir: Path, out: Path) -> Path:
 def test_fmus_refuse_parameters_that_leave_the_reduced_mass_singular(trained, tmp_path):
     """On a chart where each body moves with its own coordinate, the first body at 1e9 kg and
     the second at 1e-9 kg without inertia (each value within the file's limits) leave ``J^T M J``
-    singular over the envelope: `simulate` refuses such a file, and the native (FMI 2 and 3)
-    and python FMUs refuse the same values set through FMI when initialisation ends, with the
+    singular over the envelope: `simulate` refuses such a file, and the native (FMI 3; FMI 2
+    runs the same C) and python FMUs refuse the same values set through FMI when initialisation ends, with the
     reason; both bodies at 1 kg are taken by all of them."""
     from mc2fmu.fmu.export import export_fmu
     from mc2fmu.models.artifact import load_artifact
@@ -411,7 +411,7 @@ def test_fmus_refuse_parameters_that_leave_the_reduced_mass_singular(trained, tm
                 art.for_mechanism(mechanism_from_dict(d, source="v.toml"), "v.toml")
         else:
             art.for_mechanism(mechanism_from_dict(d, source="v.toml"), "v.toml")
-    for backend, fmi in (("native", 2), ("native", 3), ("python", 2)):
+    for backend, fmi in (("native", 3), ("python", 2)):
         fmu = tmp_path / f"{backend}{fmi}.fmu"
         export_fmu(model, fmu, backend, fmi, "cs")
         for values, refused in ((singular, True), (regular, False)):
