@@ -133,7 +133,6 @@ def parameter_limits() -> dict[str, float]:
             "inertia_rtol": limits.INERTIA_RTOL}
 
 
-
 @dataclass(frozen=True)
 class PhysicalParameter:
     """One physical parameter of an exported model: its FMI name, unit, description, value

@@ -64,6 +64,9 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         raise ExportError(f"{model_dir}: the model has no ONNX graphs ({', '.join(missing)} missing; the "
                           f"'{artifact.reducer}' reducer does not make them); use --backend native")
     physics = takes_physics(artifact)
+    if physics and "onnx/decoder.onnx" not in artifact.model.resources:  # for the reduced mass check
+        raise ExportError(f"{model_dir}: the model has no ONNX graph onnx/decoder.onnx; train it again, or use "
+                          "--backend native")
     cfg = runtime_config(artifact, physics=physics)
     ident = cfg["model_identifier"]
     module = f"{ident}_{model_digest(model_dir)[:12]}"
