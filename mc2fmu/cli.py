@@ -820,7 +820,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 #: the loss terms a training may report, as the summary names them
-_TERM_NAMES = {"rec": "reconstruction", "dyn": "dynamics", "vel": "velocity", "acc": "acceleration", "roll": "rollout"}
+_TERM_NAMES = {"rec": "reconstruction", "dyn": "dynamics", "vel": "velocity", "acc": "acceleration", "roll": "rollout",
+               "rig": "rigidity", "curv": "curvature"}
 
 
 class _progress_bar:

@@ -284,15 +284,16 @@ def test_curvature_term_is_the_reconstruction_errors_acceleration():
     x = c + torch.stack([torch.cos(q), torch.sin(q)], 1) @ A.T
     rows = torch.arange(1, len(t) - 1)[:, None] + torch.arange(-1, 2)
     W = Windows(x[rows], torch.zeros_like(x[rows]), torch.zeros(len(rows), 3, 0, dtype=torch.float64), dt)
+    a_scale = np.array([2.0, 0.5])  # the accelerations' spread scales the term, not x's or v's
     loss = LossFunction(model, TrainConfig(dof=1, curvature_weight=1.0, rigidity_weight=0.0), [True],
-                        {k: np.ones(2) for k in "xva"})
+                        {"x": np.ones(2), "v": np.full(2, 3.0), "a": a_scale})
     with torch.no_grad():
         assert float(loss.terms(W)["curv"]) < 1e-16  # rounding: 1e-16 / dt^2 = 4e-10, squared
         layer.weight[0, 0] += 1e-3  # e(q) = (1e-3 cos q, 0)
         got = float(loss.terms(W)["curv"])
     qm, qd, qdd = q[1:-1], 2 + 3 * t[1:-1], 3.0
     e2 = 1e-3 * (-torch.sin(qm) * qdd - torch.cos(qm) * qd**2)
-    assert got == pytest.approx(float((e2**2).mean() / 2), rel=1e-4)
+    assert got == pytest.approx(float(((e2 / a_scale[0]) ** 2).mean() / 2), rel=1e-4)
 
 
 def test_curvature_term_in_hull_coordinates_is_the_natural_coordinates_one(toy_mechanism, toy_run):

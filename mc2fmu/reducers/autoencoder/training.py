@@ -19,6 +19,11 @@ Loss, each term divided per coordinate by its data spread so that every term cou
   rigid bodies everywhere the model may go, so that ``J^T M J`` and ``J^T f`` are a rigid
   mechanism's.  Measured (benchmarks/train_accuracy.py, default options): the four-bar's
   training-run NRMSE 0.33 -> 0.13 %, the five-bar's 1.53 -> 0.75 %;
+* ``L_curv`` (``--curvature-weight``, default 0: off; either loss): the second difference of
+  the decoded triplet against the data's, over ``dt^2``, scaled as ``L_dyn``: the
+  reconstruction error's acceleration along the path, which holds the chart's tangent and
+  curvature to the data's in every natural coordinate, not only as the trained forces weigh
+  them (what a model run with other physical parameters needs; docs/method.md);
 * ``--rollout K`` adds ``L_roll`` (either loss): ``K`` steps of the model's own step map (the
   one simulation runs) from the encoded ``q_{i-1}, q_i`` with the data's inputs; the decoded
   error at rollout step ``k``, ``h_d(q_hat_{i+k}) - h_d(h_e(x_{i+k}))``, is divided by
@@ -487,8 +492,8 @@ class LossFunction:
     def curvature(self, W: Windows, q_prev: torch.Tensor, q: torch.Tensor, q_next: torch.Tensor) -> torch.Tensor:
         """L_curv: the second difference of the decoded triplet against the data's, divided by
         dt^2 (an acceleration, scaled as the dynamics term's): the reconstruction's error made
-        smooth along the path, so the chart's curvature (and tangent) match the data's in every
-        direction, including those the trained forces do not weigh."""
+        smooth along the training path, so the chart's curvature (and tangent) match the data's
+        in every natural coordinate, including those the trained forces do not weigh."""
         dt = W.dt
         dec = self.model.decoder
         if self.reduced:
@@ -722,7 +727,10 @@ def read_checkpoint(checkpoint: Checkpointer, config: dict, data_hash: str) -> d
     except (KeyError, TypeError, ValueError) as exc:
         raise TrainingError(f"{p}: a damaged training checkpoint ({type(exc).__name__}); delete it and run without "
                             "--resume to start over") from None
-    changed = [f"{k} {saved.get(k)!r} -> {v!r}" for k, v in config.items() if saved.get(k) != v]
+    # an option a checkpoint predates counts as its default (a later version's new term, off)
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    changed = [f"{k} {saved.get(k, defaults.get(k))!r} -> {v!r}" for k, v in config.items()
+               if saved.get(k, defaults.get(k)) != v]
     if changed:
         raise TrainingError(f"{p}: the checkpoint was made with other training options "
                             f"({'; '.join(changed)}): {fix}")
