@@ -166,8 +166,8 @@ def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict
                      calls: int = 2000, stop: float = 2.0) -> tuple[float, ...]:
     """The python backend's cost, its dynamics graphs exported from the same model with the
     physics as constants (as graphs were before they took them) and as inputs (a python FMU
-    with physical parameters), interleaved in a shuffled order, best of ``repeats``: us per call of the step graph
-    under onnxruntime (the one graph a grid step runs), then us per 1 ms doStep of the FMU under
+    with physical parameters), interleaved in a shuffled order, best of ``repeats``: us per call
+    of the step graph under onnxruntime (the one graph a grid step runs), then us per 1 ms doStep of the FMU under
     fmpy (``stop`` s of the held-out ``low`` run's inputs) with the constants, with the inputs
     at the start values and with ``parameters`` set."""
     import tempfile
@@ -180,7 +180,7 @@ def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict
     from mc2fmu.mechanics.mechanism import load_mechanism
     from mc2fmu.models.artifact import load_artifact, save_artifact
     from mc2fmu.models.envelope import sample_points
-    from mc2fmu.reducers.autoencoder.graphs import export_checked, graph_modules, graph_specs, physics_feeds, session
+    from mc2fmu.reducers.autoencoder.graphs import graph_specs, onnx_graphs, physics_feeds, session
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     work.mkdir(parents=True, exist_ok=True)
@@ -193,24 +193,21 @@ def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict
     run = read_run(folder / "runs" / "low.csv.gz", mech)
     signals = np.array([(t, *u) for t, u in zip(run.t, np.atleast_2d(run.u))],
                        dtype=[("time", np.float64)] + [(n, np.float64) for n in mech.input_names])
+    point = sample_points(art.envelope, rt, 1)[0]
     graphs, fmus, feeds = {}, {}, {}
     for inputs in (False, True):
-        specs = graph_specs(rt.n_u, len(rt.springs), physics_inputs=inputs)
-        points = sample_points(art.envelope, rt, 4)
-        if inputs:
-            for point, physics in zip(points, physics_feeds(rt, len(points))):
-                point.update(physics)
         with tempfile.TemporaryDirectory() as tmp:
-            files, _ = export_checked(specs, graph_modules(from_runtime(rt), specs, rt.n_u, rt.dt), points, tmp)
-        folder = work / ("inputs" if inputs else "constants")
+            files, _ = onnx_graphs(from_runtime(rt), rt, art.envelope, tmp, check_points=4, physics_inputs=inputs)
         (work / "step.onnx").write_bytes(files["onnx/step.onnx"])
         graphs[inputs] = session(work / "step.onnx")
-        feeds[inputs] = {k: points[0][k] for k in specs["step"].inputs}
-        if folder.exists():
-            shutil.rmtree(folder)
-        save_artifact(folder, dc_replace(art, model=dc_replace(rt, resources=files)))
-        fmus[inputs] = work / f"python-{folder.name}.fmu"
-        export_fmu(folder, fmus[inputs], "python")
+        feed = {**point, **(physics_feeds(rt, 1)[0] if inputs else {})}
+        feeds[inputs] = {k: feed[k] for k in graph_specs(rt.n_u, len(rt.springs), inputs)["step"].inputs}
+        copy = work / ("inputs" if inputs else "constants")
+        if copy.exists():
+            shutil.rmtree(copy)
+        save_artifact(copy, dc_replace(art, model=dc_replace(rt, resources=files)))
+        fmus[inputs] = work / f"python-{copy.name}.fmu"
+        export_fmu(copy, fmus[inputs], "python")
     cases = [("graph", False, None), ("graph", True, None), ("fmu", False, {}), ("fmu", True, {}),
              ("fmu", True, parameters)]
     best = [float("inf")] * len(cases)

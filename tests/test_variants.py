@@ -286,16 +286,13 @@ def _constant_physics_graphs(model_dir: Path, out: Path) -> Path:
     from dataclasses import replace as dc_replace
 
     from mc2fmu.models.artifact import load_artifact, save_artifact
-    from mc2fmu.models.envelope import sample_points
-    from mc2fmu.reducers.autoencoder.graphs import export_checked, graph_modules, graph_specs
+    from mc2fmu.reducers.autoencoder.graphs import onnx_graphs
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
     art = load_artifact(model_dir)
     rt = art.model
-    specs = graph_specs(rt.n_u, len(rt.springs), physics_inputs=False)
     with tempfile.TemporaryDirectory() as tmp:
-        graphs, _ = export_checked(specs, graph_modules(from_runtime(rt), specs, rt.n_u, rt.dt),
-                                   sample_points(art.envelope, rt, 4), tmp)
+        graphs, _ = onnx_graphs(from_runtime(rt), rt, art.envelope, tmp, check_points=4, physics_inputs=False)
     save_artifact(out, dc_replace(art, model=dc_replace(rt, resources=graphs)))
     return out
 

@@ -82,11 +82,15 @@ def physics_arrays(theta, lengths, coms) -> tuple[np.ndarray, np.ndarray, np.nda
         p = theta[BODY_SLOTS * b: BODY_SLOTS * (b + 1)]
         offset = p[1:4] - np.asarray(coms[b], dtype=np.float64)
         blocks[b] = body_mass_block(p[0], inertia_tensor(p[4:10]), float(lengths[b]), offset)
-    g = theta[BODY_SLOTS * nb: BODY_SLOTS * nb + 3]
-    # (A (x) I_3) (1 (x) g) = (A 1) (x) g
-    f_g = (blocks.sum(axis=2)[:, :, None] * g).reshape(-1)
+    f_g = gravity_force(blocks, theta[BODY_SLOTS * nb: BODY_SLOTS * nb + 3])
     springs = theta[BODY_SLOTS * nb + 3:].reshape(-1, 3)
     return blocks, f_g, springs[:, 0].copy(), springs[:, 1].copy(), springs[:, 2].copy()
+
+
+def gravity_force(blocks: np.ndarray, g) -> np.ndarray:
+    """Gravity's force ``f_g = M g`` (12 n_b,) of the mass blocks (n_b, 4, 4) and gravity ``g``
+    on every point: ``(A (x) I_3) (1 (x) g) = (A 1) (x) g``."""
+    return (blocks.sum(axis=2)[:, :, None] * np.asarray(g, dtype=np.float64)).reshape(-1)
 
 
 def slot_problem(slot: int, value: float, n_bodies: int, limits: dict) -> str | None:
@@ -127,17 +131,25 @@ def slot_problem(slot: int, value: float, n_bodies: int, limits: dict) -> str | 
     return f"a rest length must lie in (0, {limits['max_length']:g}] m"
 
 
+def values_problem(theta, names, n_bodies: int, limits: dict) -> str | None:
+    """The first value of ``theta`` (slots named ``names``) that no parameter can take
+    (:func:`slot_problem`), with the reason, or None."""
+    for slot, value in enumerate(np.asarray(theta, dtype=np.float64)):
+        why = slot_problem(slot, float(value), n_bodies, limits)
+        if why is not None:
+            return f"{names[slot]} = {float(value)!r}: {why}"
+    return None
+
+
 def parameters_problem(theta, names, body_names, limits: dict) -> str | None:
     """Why the parameter vector ``theta`` (slots named ``names``) is no mechanism's, or None:
-    each value (:func:`slot_problem`), then each body's inertia, a rigid body's (the second
+    each value (:func:`values_problem`), then each body's inertia, a rigid body's (the second
     moment ``S = tr(J)/2 I - J`` positive semi-definite: ``J >= 0`` with the triangle
     inequalities ``J1 <= J2 + J3``), to the relative slack ``limits["inertia_rtol"]``."""
     theta = np.asarray(theta, dtype=np.float64)
-    nb = len(body_names)
-    for slot, value in enumerate(theta):
-        why = slot_problem(slot, float(value), nb, limits)
-        if why is not None:
-            return f"{names[slot]} = {float(value)!r}: {why}"
+    problem = values_problem(theta, names, len(body_names), limits)
+    if problem is not None:
+        return problem
     for b, body in enumerate(body_names):
         entries = theta[BODY_SLOTS * b + 4: BODY_SLOTS * (b + 1)]
         S = second_moment(inertia_tensor(entries))

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from ...errors import ExportError
+from ...mechanics.parameters import gravity_force
 from ...models.envelope import sample_points
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,7 @@ def physics_feeds(runtime, count: int, seed: int = 11) -> list[dict[str, np.ndar
             mass = scale[:, None, None] * blocks
             g = rng.normal(size=3)
             g *= rng.uniform(2.0, 20.0) / np.linalg.norm(g)
-            f_g = (mass.sum(axis=2)[:, :, None] * g).reshape(-1)
+            f_g = gravity_force(mass, g)
         feed = {"mass": mass, "f_g": f_g}
         if len(springs):
             feed.update(spring_k=springs.k * rng.uniform(0.5, 2.0, len(springs)),
@@ -270,14 +271,16 @@ def export_checked(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], p
     return graphs, errors
 
 
-def onnx_graphs(model, runtime, envelope, work: str | os.PathLike,
-                check_points: int = 16) -> tuple[dict[str, bytes], dict[str, float]]:
+def onnx_graphs(model, runtime, envelope, work: str | os.PathLike, check_points: int = 16,
+                physics_inputs: bool = True) -> tuple[dict[str, bytes], dict[str, float]]:
     """Every graph of :func:`graph_specs` of the torch ``model``, as ``{"onnx/<name>.onnx": bytes}``,
     and the measured max relative difference to torch per graph (:func:`export_checked`).
-    ``runtime`` (the numpy model) and ``envelope`` give the check points."""
-    specs = graph_specs(runtime.n_u, len(runtime.springs))
+    ``runtime`` (the numpy model) and ``envelope`` give the check points; ``physics_inputs``:
+    see :func:`graph_specs`."""
+    specs = graph_specs(runtime.n_u, len(runtime.springs), physics_inputs)
     modules = graph_modules(model, specs, runtime.n_u, runtime.dt)
     points = sample_points(envelope, runtime, check_points)
-    for point, physics in zip(points, physics_feeds(runtime, len(points))):
-        point.update(physics)
+    if physics_inputs:
+        for point, physics in zip(points, physics_feeds(runtime, len(points))):
+            point.update(physics)
     return export_checked(specs, modules, points, work)
