@@ -551,6 +551,31 @@ def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
         train(ds, cfg, None, Checkpointer(path, resume=True))
 
 
+def test_a_checkpoint_saved_before_the_curvature_option_resumes_with_the_term_off(toy_mechanism, toy_run,
+                                                                                   tmp_path):
+    """``--curvature-weight`` came in off and became the default (1) later: a checkpoint whose
+    options predate it was trained without the term, so it resumes with the term off and is
+    refused, naming the option, with the new default."""
+    import dataclasses
+    import json
+
+    import torch
+
+    from mc2fmu.errors import TrainingError
+    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.base import Checkpointer
+
+    ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
+    assert cfg.curvature_weight == 1.0
+    options = json.loads(state["config"])
+    del options["curvature_weight"]
+    torch.save({**state, "config": json.dumps(options)}, path)
+    with pytest.raises(TrainingError, match=r"curvature_weight 0\.0 -> 1\.0"):
+        train(ds, cfg, None, Checkpointer(path, resume=True))
+    result = train(ds, dataclasses.replace(cfg, curvature_weight=0.0), None, Checkpointer(path, resume=True))
+    assert math.isfinite(result.metrics["val_loss"])
+
+
 def test_a_checkpoint_whose_best_validation_loss_is_still_infinite_resumes(toy_mechanism, toy_run, tmp_path):
     """After the warm-up the best validation loss starts again from infinity, and stays there
     when the first L-BFGS share breaks the model (the schedule then moves to every triplet): a

@@ -155,10 +155,10 @@ class TrainConfig:
         "--rigidity-weight", "weight of L_rig, the decoded bodies' point distances against the rigid ones at latent "
         "points spread over the whole range of the coordinates, off the training path too (default 1; 0: off)"))
     rigidity_points: int = 1000
-    curvature_weight: float = field(default=0.0, metadata=_opt(
+    curvature_weight: float = field(default=1.0, metadata=_opt(
         "--curvature-weight", "weight of L_curv, the second difference of the reconstructed triplet against the "
         "data's, as an acceleration: the chart's curvature along the path in every direction, not only where the "
-        "trained forces weigh it (default 0: off)"))
+        "trained forces weigh it, which a model run with other masses, gravity or springs needs (default 1; 0: off)"))
     gauge_weight: float | str = field(default="auto", metadata=_opt(
         "--gauge-weight", "weight of L_gauge, the spread of log det M_m (the reduced mass matrix) over the training "
         "states: a choice of the learnt coordinates, not of the physics (a 1-DOF mechanism's coordinate with a "

@@ -19,7 +19,7 @@ Loss, each term divided per coordinate by its data spread so that every term cou
   rigid bodies everywhere the model may go, so that ``J^T M J`` and ``J^T f`` are a rigid
   mechanism's.  Measured (benchmarks/train_accuracy.py, default options): the four-bar's
   training-run NRMSE 0.33 -> 0.13 %, the five-bar's 1.53 -> 0.75 %;
-* ``L_curv`` (``--curvature-weight``, default 0: off; either loss): the second difference of
+* ``L_curv`` (``--curvature-weight``, default 1; either loss): the second difference of
   the decoded triplet against the data's, over ``dt^2``, scaled as ``L_dyn``: the
   reconstruction error's acceleration along the path, which holds the chart's tangent and
   curvature to the data's in every natural coordinate, not only as the trained forces weigh
@@ -727,8 +727,10 @@ def read_checkpoint(checkpoint: Checkpointer, config: dict, data_hash: str) -> d
     except (KeyError, TypeError, ValueError) as exc:
         raise TrainingError(f"{p}: a damaged training checkpoint ({type(exc).__name__}); delete it and run without "
                             "--resume to start over") from None
-    # an option a checkpoint predates counts as its default (a later version's new term, off)
+    # an option a checkpoint predates counts as what training did before it existed: its default, or
+    # for a term that came in off and became the default later, off
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    defaults.update(BEFORE_OPTION)
     changed = [f"{k} {saved.get(k, defaults.get(k))!r} -> {v!r}" for k, v in config.items()
                if saved.get(k, defaults.get(k)) != v]
     if changed:
@@ -738,6 +740,11 @@ def read_checkpoint(checkpoint: Checkpointer, config: dict, data_hash: str) -> d
         raise TrainingError(f"{p}: the checkpoint was made from other training data "
                             f"(hash {saved_hash[:12]}, this data {data_hash[:12]}): {fix}")
     return state
+
+
+#: options whose default is not what training did before they existed: that value, for a
+#: checkpoint saved without them
+BEFORE_OPTION = {"curvature_weight": 0.0}
 
 
 def _data_hash(W: Windows, model: TorchManifoldModel) -> str:
