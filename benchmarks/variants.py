@@ -3,9 +3,10 @@
     python benchmarks/variants.py [NAMES...] [--models DIR] [--out out/bench-variants] [--no-cost]
                                   [--curvature-weight W]
 
-For each suite mechanism, the default-setting model (learnt coordinates, seed 0: ``DIR/<name>-learnt-k1``
-from benchmarks/seeds.py when it is there, else trained here with the defaults into OUT; with
-``--curvature-weight W`` the defaults plus ``L_curv`` at weight W, trained into OUT) is run
+For each suite mechanism, the default-setting model (learnt coordinates, seed 0: trained here
+with the defaults into ``OUT/<name>``, kept for the next run; ``--models DIR`` takes
+``DIR/<name>-learnt-k1`` from benchmarks/seeds.py instead; with ``--curvature-weight W`` the
+defaults but ``L_curv`` at weight W, trained into ``OUT/<name>-curvature-W``) is run
 on Exudyn simulations of physical variants of its mechanism, each held in the reference
 configuration by its own static inputs (re-solved for the variant) and driven by the ``low``
 excitation for 10 s, inside the training range:
@@ -231,8 +232,9 @@ def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m not in UNKNOWN_FORCES])
-    ap.add_argument("--models", type=Path, default=ROOT / "out" / "bench-seeds",
-                    help="where benchmarks/seeds.py left its models (<name>-learnt-k1); missing ones are trained")
+    ap.add_argument("--models", type=Path, default=None,
+                    help="take the models benchmarks/seeds.py left there (<name>-learnt-k1) when they exist "
+                         "(default: train them here)")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-variants")
     ap.add_argument("--curvature-weight", type=float, default=None, metavar="W",
                     help="models trained here with L_curv at weight W (OUT/<name>-curvature-W) instead of --models")
@@ -250,7 +252,7 @@ def main(argv=None) -> int:
     rows, costs, missed = [], [], []
     for name in args.names:
         folder = ensure_runs(name)
-        model_dir = args.models / f"{name}-learnt-k1"
+        model_dir = args.models / f"{name}-learnt-k1" if args.models else args.out / name
         options = {}
         if args.curvature_weight is not None:
             model_dir = args.out / f"{name}-curvature-{args.curvature_weight:g}"

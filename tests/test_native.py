@@ -134,8 +134,8 @@ def test_python_backend_description_is_unchanged(trained):
 @pytest.mark.parametrize("name", TRAINED)
 def test_co_simulation_equals_the_python_backend(native, trained, reference_run, tmp_path, name):
     """The training run's inputs (10 s) on the briefly trained models: the same outputs as
-    the pythonfmu FMU while the model stays finite (at least 1 s of it), and the same failure
-    step when it does not (the brief four_bar model leaves its envelope at 2.2 s)."""
+    the pythonfmu FMU while the model stays near its envelope (at least 1 s of it), and the same
+    failure step if it diverges."""
     inputs, t, u = run_inputs(name, reference_run)
     assert_python_parity(trained(name)[0], native(name)[0], inputs, u[:10000], tmp_path, min_steps=1000)
 

@@ -238,8 +238,9 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
     """`export --mechanism VARIANT` (native, python): under fmpy the FMU gives
     `simulate`'s result on the engine's run of the variant (the same position error to 1e-9 m),
     it records the variant, and validating it with the trained file sets the trained mass back
-    through FMI.  A model whose graphs hold the trained physics (trained before they took it
-    as inputs) is refused by the python backend, saying so."""
+    through FMI.  A variant that turns an input (no FMU parameter) gives `simulate`'s result
+    under the python backend too.  A model whose graphs hold the trained physics (trained
+    before they took it as inputs) is refused by the python backend, saying so."""
     from mc2fmu.fmu.export import export_fmu
     from mc2fmu.validation.simulate import simulate_file
     from mc2fmu.validation.validate import validate_fmu
@@ -260,14 +261,21 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
         back = validate_fmu(fmu, mech, [str(run)])
         assert back["parameters"] == {f"{load_mechanism(mech).bodies[-1].name}.mass": load_mechanism(mech).bodies[-1].mass}
         assert abs(back["runs"][0]["max_position_error"] - trained_sim["max_position_error"]) <= 1e-9
-    # the python backend's graphs hold the input load maps: a variant moving an input is refused
+    # an input's direction is no parameter: the python backend's dynamics graphs hold the input
+    # load maps, and are exported again from the variant's (the torque's axis tilted by 25 deg
+    # out of the plane: 0.91 of it drives the crank)
     d = load_mechanism(variant).to_dict()
-    d["inputs"][0]["direction"] = (-np.asarray(d["inputs"][0]["direction"], dtype=float)).tolist()
+    axis = np.asarray(d["inputs"][0]["direction"], dtype=float)
+    d["inputs"][0]["direction"] = (np.cos(np.radians(25)) * axis + np.sin(np.radians(25)) * np.array([1.0, 0, 0])).tolist()
     turned = tmp_path / "turned.toml"
     turned.write_text(mechanism_toml(d))
-    with pytest.raises(ExportError, match=rf"changes {d['inputs'][0]['name']}.direction, which the python backend"):
-        export_fmu(model, tmp_path / "p.fmu", "python", mechanism=turned)
-    assert not (tmp_path / "p.fmu").exists()
+    turned_sim = simulate_file(model, turned, run, tmp_path / "u.csv")
+    assert abs(turned_sim["max_position_error"] - sim["max_position_error"]) > 1e-4  # the tilt shows
+    fmu = tmp_path / "turned.fmu"
+    summary = export_fmu(model, fmu, "python", mechanism=turned)
+    assert f"{d['inputs'][0]['name']}.direction" in [c.item for c in summary["changed"]]
+    res = validate_fmu(fmu, turned, [str(run)])["runs"][0]
+    assert res["reached_stop_time"] and abs(res["max_position_error"] - turned_sim["max_position_error"]) <= 1e-9
     # a model whose graphs hold the trained physics (as before they took it as inputs): its python
     # FMU runs without physical parameters, and a variant is refused for it
     old = _constant_physics_graphs(model, tmp_path / "old-model")

@@ -107,7 +107,7 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     problems = export_problems(out, backend, fmi_version, interface, artifact.reducer, platforms)
     if problems:
         raise ExportError([f"{model_dir}: {p}" for p in problems])
-    changed = []
+    changed, rebuild = [], False
     if mechanism is not None:
         from ..mechanics.mechanism import load_mechanism
 
@@ -123,15 +123,12 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
                                   "parameters (it was trained before they took them as inputs); export the variant "
                                   "with --backend native, or train the model again")
             exposed = {p.name for p in physical_parameters(artifact.mechanism, learned_damping(artifact))}
-            beyond = unreached(trained_mechanism, artifact.mechanism, exposed, mechanism)
-            if beyond:
-                raise ExportError(f"--mechanism {mechanism}: changes {', '.join(beyond)}, which the python backend's "
-                                  "graphs hold as constants (its physics inputs are masses, centres of mass, "
-                                  "inertias, gravity and spring constants); export this variant with --backend native")
+            # input directions and points, spring attachment points: constants of the dynamics graphs
+            rebuild = bool(unreached(trained_mechanism, artifact.mechanism, exposed, mechanism))
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:
-        extra = {"platforms": platforms} if backend == "native" else {}
+        extra = {"platforms": platforms} if backend == "native" else {"rebuild_dynamics": rebuild}
         summary = exporter(artifact, model_dir, Path(tmp), Path(tmp_out), fmi_version=fmi_version, interface=interface,
                            **extra)
     summary.setdefault("variables", len(fmu_variables(artifact)))

@@ -53,9 +53,12 @@ def _module_source(module) -> str:
 
 
 def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
-                  interface: str = "cs") -> dict[str, Any]:
+                  interface: str = "cs", rebuild_dynamics: bool = False) -> dict[str, Any]:
     """The ``python`` entry of :data:`mc2fmu.fmu.export.BACKENDS` (FMI 2 co-simulation only:
-    the registry entry says so, and :func:`~mc2fmu.fmu.export.export_problems` checks it)."""
+    the registry entry says so, and :func:`~mc2fmu.fmu.export.export_problems` checks it).
+    ``rebuild_dynamics``: ``artifact`` is a physical variant that changes what the dynamics
+    graphs hold as constants (an input's direction or point, a spring's attachment points):
+    they are exported again from its run-time model (:func:`dynamics_graphs`)."""
     kind = artifact.model.kind
     if kind not in GRAPHS:
         require_manifold(artifact)  # the message for a kind without graphs
@@ -74,7 +77,10 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     project.mkdir()
     (project / "fmu.json").write_text(json.dumps(cfg, indent=1))
     # the model artifact, as resources/model/ (pythonfmu copies a folder under its name)
-    for name, data in artifact_files(model_dir).items():
+    files = artifact_files(model_dir)
+    if rebuild_dynamics:
+        files.update(dynamics_graphs(artifact, work / "graphs"))
+    for name, data in files.items():
         target = project / MODEL_PREFIX.removeprefix("resources/") / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
@@ -103,6 +109,18 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     return {"onnx_max_difference": artifact.training.get("onnx_max_difference", {}), "module": module,
             "model_identifier": ident, "physical_parameters": physics,
             "variables": len(fmu_variables(artifact, physics=physics))}
+
+
+def dynamics_graphs(artifact, work: Path) -> dict[str, bytes]:
+    """The rhs and step graphs of ``artifact``'s run-time model (a physical variant's, from
+    :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`), by their artifact file
+    names, checked against torch as training checks them; the physics inputs stay inputs."""
+    from ...reducers.autoencoder.graphs import DYNAMICS_GRAPHS, onnx_graphs
+    from ...reducers.autoencoder.torch_model import from_runtime
+
+    runtime = artifact.model
+    graphs, _ = onnx_graphs(from_runtime(runtime), runtime, artifact.envelope, work, only=DYNAMICS_GRAPHS)
+    return {f"resources/{name}": data for name, data in graphs.items()}
 
 
 def takes_physics(artifact) -> bool:

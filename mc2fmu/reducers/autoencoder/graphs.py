@@ -271,13 +271,21 @@ def export_checked(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], p
     return graphs, errors
 
 
+#: the graphs that hold the forces the physics inputs do not carry (the inputs' directions and
+#: points in ``f_B``, ``f_C``; the springs' attachment points), as constants
+DYNAMICS_GRAPHS = ("rhs", "step")
+
+
 def onnx_graphs(model, runtime, envelope, work: str | os.PathLike, check_points: int = 16,
-                physics_inputs: bool = True) -> tuple[dict[str, bytes], dict[str, float]]:
-    """Every graph of :func:`graph_specs` of the torch ``model``, as ``{"onnx/<name>.onnx": bytes}``,
-    and the measured max relative difference to torch per graph (:func:`export_checked`).
-    ``runtime`` (the numpy model) and ``envelope`` give the check points; ``physics_inputs``:
-    see :func:`graph_specs`."""
+                physics_inputs: bool = True, only: tuple[str, ...] | None = None
+                ) -> tuple[dict[str, bytes], dict[str, float]]:
+    """Every graph of :func:`graph_specs` of the torch ``model`` (or those named in ``only``),
+    as ``{"onnx/<name>.onnx": bytes}``, and the measured max relative difference to torch per
+    graph (:func:`export_checked`).  ``runtime`` (the numpy model) and ``envelope`` give the
+    check points; ``physics_inputs``: see :func:`graph_specs`."""
     specs = graph_specs(runtime.n_u, len(runtime.springs), physics_inputs)
+    if only is not None:
+        specs = {name: specs[name] for name in only}
     modules = graph_modules(model, specs, runtime.n_u, runtime.dt)
     points = sample_points(envelope, runtime, check_points)
     if physics_inputs:
