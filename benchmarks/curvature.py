@@ -3,8 +3,8 @@
     python benchmarks/curvature.py [NAMES...] [--weight 0] [--models DIR] [--out out/bench-variants-curvature]
 
 For each suite mechanism: the default-setting model (learnt coordinates, seed 0:
-``DIR/<name>`` as benchmarks/variants.py leaves it, default out/bench-variants, else trained
-here) and the same with ``L_curv`` at ``--weight`` (default 0: off; trained here,
+``DIR/<name>-autoencoder-w1`` as benchmarks/train_accuracy.py leaves it, default out/bench,
+else trained there) and the same with ``L_curv`` at ``--weight`` (default 0: off; trained here,
 ``OUT/<name>-curvature-W``).  First the variants benchmark on the latter
 (benchmarks/variants.py ``--curvature-weight W --no-cost``: the same Exudyn variants as the
 "Tunable physics" tables, which are the default models'; its targets are reported, not
@@ -33,19 +33,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m not in UNKNOWN_FORCES])
     ap.add_argument("--weight", type=float, default=0.0, help="the L_curv weight to compare with (default 0: off)")
-    ap.add_argument("--models", type=Path, default=ROOT / "out" / "bench-variants",
-                    help="where benchmarks/variants.py left the default models (<name>); missing ones are trained")
+    ap.add_argument("--models", type=Path, default=ROOT / "out" / "bench",
+                    help="where benchmarks/train_accuracy.py left the default models (<name>-autoencoder-w1); "
+                         "missing ones are trained there")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-variants-curvature")
     args = ap.parse_args(argv)
 
     from mc2fmu.pipeline import train
     from mc2fmu.reducers.autoencoder.config import TrainConfig
 
-    variants.main([*args.names, "--curvature-weight", f"{args.weight:g}", "--out", str(args.out), "--no-cost"])
+    variants.main([*args.names, "--curvature-weight", f"{args.weight:g}", "--models", str(args.models), "--out",
+                   str(args.out), "--no-cost"])
     rows = []
     for name in args.names:
         folder = ensure_runs(name)
-        default = args.models / name
+        default = args.models / f"{name}-autoencoder-w1"
         if not (default / "model.json").exists():
             train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=DOF[name]), default)
         compared = args.out / f"{name}-curvature-{args.weight:g}"

@@ -2,8 +2,8 @@
 
     python benchmarks/modelica.py [NAMES...] [--models DIR] [--out out/bench-modelica]
 
-For each suite mechanism's default-setting model (``DIR/<name>`` as benchmarks/variants.py
-leaves it, default out/bench-variants, else trained here with the defaults): the time of
+For each suite mechanism's default-setting model (``DIR/<name>-autoencoder-w1`` as
+benchmarks/train_accuracy.py leaves it, default out/bench, else trained there): the time of
 ``mc2fmu export --format modelica`` and the file's size; pymoca 0.12's compile time to CasADi
 (tests/modelica_host.py) and rumoca's parse-and-flatten time; and the largest difference of
 the compiled model's der(qd) from the native FMI 3 model-exchange FMU's (fmpy) at 16 states
@@ -32,8 +32,9 @@ TOLERANCE = 1e-10
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m not in UNKNOWN_FORCES])
-    ap.add_argument("--models", type=Path, default=ROOT / "out" / "bench-variants",
-                    help="where benchmarks/variants.py left the default models (<name>); missing ones are trained")
+    ap.add_argument("--models", type=Path, default=ROOT / "out" / "bench",
+                    help="where benchmarks/train_accuracy.py left the default models (<name>-autoencoder-w1); "
+                         "missing ones are trained there")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-modelica")
     args = ap.parse_args(argv)
 
@@ -51,12 +52,10 @@ def main(argv=None) -> int:
 
     rows, bad = [], []
     for name in args.names:
-        model = args.models / name
+        model = args.models / f"{name}-autoencoder-w1"
         if not (model / "model.json").exists():
             folder = ensure_runs(name)
-            model = args.out / name
-            if not (model / "model.json").exists():
-                train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=DOF[name]), model)
+            train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=DOF[name]), model)
         work = args.out / "work" / name
         work.mkdir(parents=True, exist_ok=True)
         mo = work / "ReducedModel.mo"

@@ -3,9 +3,9 @@
     python benchmarks/variants.py [NAMES...] [--models DIR] [--out out/bench-variants] [--no-cost]
                                   [--curvature-weight W]
 
-For each suite mechanism, the default-setting model (learnt coordinates, seed 0: trained here
-with the defaults into ``OUT/<name>``, kept for the next run; ``--models DIR`` takes
-``DIR/<name>-learnt-k1`` from benchmarks/seeds.py instead; with ``--curvature-weight W`` the
+For each suite mechanism, the default-setting model (learnt coordinates, seed 0:
+``DIR/<name>-autoencoder-w1`` as benchmarks/train_accuracy.py leaves it, default out/bench,
+else trained here with the defaults into that folder; with ``--curvature-weight W`` the
 defaults but ``L_curv`` at weight W, trained into ``OUT/<name>-curvature-W``) is run
 on Exudyn simulations of physical variants of its mechanism, each held in the reference
 configuration by its own static inputs (re-solved for the variant) and driven by the ``low``
@@ -232,9 +232,9 @@ def python_step_cost(model_dir: Path, folder: Path, work: Path, parameters: dict
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m not in UNKNOWN_FORCES])
-    ap.add_argument("--models", type=Path, default=None,
-                    help="take the models benchmarks/seeds.py left there (<name>-learnt-k1) when they exist "
-                         "(default: train them here)")
+    ap.add_argument("--models", type=Path, default=ROOT / "out" / "bench",
+                    help="where benchmarks/train_accuracy.py left the default models (<name>-autoencoder-w1); "
+                         "missing ones are trained there")
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-variants")
     ap.add_argument("--curvature-weight", type=float, default=None, metavar="W",
                     help="models trained here with L_curv at weight W (OUT/<name>-curvature-W) instead of --models")
@@ -252,16 +252,14 @@ def main(argv=None) -> int:
     rows, costs, missed = [], [], []
     for name in args.names:
         folder = ensure_runs(name)
-        model_dir = args.models / f"{name}-learnt-k1" if args.models else args.out / name
+        model_dir = args.models / f"{name}-autoencoder-w1"
         options = {}
         if args.curvature_weight is not None:
             model_dir = args.out / f"{name}-curvature-{args.curvature_weight:g}"
             options["curvature_weight"] = args.curvature_weight
         if not (model_dir / "model.json").exists():
-            model_dir = model_dir if options else args.out / name
-            if not (model_dir / "model.json").exists():
-                train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"],
-                      TrainConfig(dof=DOF[name], **options), model_dir)
+            train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"],
+                  TrainConfig(dof=DOF[name], **options), model_dir)
         base = reference.model(name)
         held = max(evaluate(model_dir, folder)[e]["nrmse"] for e in HELD_OUT) if not args.cost_only else None
         if not args.cost_only:
