@@ -141,7 +141,7 @@ def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
 
 
 #: the options handed to TrainConfig as they are, when given (in this order: the model directory's name)
-PASSED_ON = ("lbfgs_iters", "lbfgs_tol", "lbfgs_floor", "lbfgs_subset", "gauge_weight", "samples")
+PASSED_ON = ("lbfgs_iters", "lbfgs_tol", "lbfgs_floor", "lbfgs_subset", "gauge_weight", "curvature_weight", "samples")
 
 
 def main(argv=None) -> int:
@@ -162,6 +162,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lbfgs-subset", type=int, default=None, metavar="N",
                     help="mc2fmu train --lbfgs-subset (1: every triplet from the start)")
     ap.add_argument("--gauge-weight", type=float, default=None, metavar="W", help="mc2fmu train --gauge-weight")
+    ap.add_argument("--curvature-weight", type=float, default=None, metavar="W", help="mc2fmu train --curvature-weight")
     ap.add_argument("--samples", type=int, default=None, metavar="N", help="mc2fmu train --samples")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     ap.add_argument("--no-cost", action="store_true", help="skip the native FMU's cost per step")

@@ -191,9 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platforms", **platforms)
     p.add_argument("--mechanism", metavar="VARIANT.toml",
                    help="a mechanism file that changes only physical parameters (masses, centres of mass, inertias, "
-                        "gravity, springs; native backend and --format modelica also input directions and points, "
-                        "spring attachment points): its values are built in, and the start values of the physical "
-                        "parameters")
+                        "gravity, spring constants and attachment points, input directions and points): its values "
+                        "are built in, and are the start values of the FMU's physical parameters")
 
     p = command("validate", _cmd_validate, "run an FMU with fmpy on reference runs and report its accuracy",
                 VALIDATE_HELP)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -276,6 +277,13 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
     assert f"{d['inputs'][0]['name']}.direction" in [c.item for c in summary["changed"]]
     res = validate_fmu(fmu, turned, [str(run)])["runs"][0]
     assert res["reached_stop_time"] and abs(res["max_position_error"] - turned_sim["max_position_error"]) <= 1e-9
+    graph = "resources/model/resources/onnx/rhs.onnx"
+    with zipfile.ZipFile(fmu) as z, zipfile.ZipFile(tmp_path / "vpython2.fmu") as z_mass:
+        rebuilt, kept = z.read(graph), z_mass.read(graph)
+    assert kept == (Path(model) / "resources" / "onnx" / "rhs.onnx").read_bytes() != rebuilt  # only when needed
+    # no parameter turns the input back: validating that FMU with the untilted file is refused
+    with pytest.raises(ModelError, match=rf"changes {d['inputs'][0]['name']}.direction"):
+        validate_fmu(fmu, variant, [str(run)])
     # a model whose graphs hold the trained physics (as before they took it as inputs): its python
     # FMU runs without physical parameters, and a variant is refused for it
     old = _constant_physics_graphs(model, tmp_path / "old-model")
@@ -286,6 +294,58 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
     res = validate_fmu(tmp_path / "old.fmu", mech, [str(run)])
     assert res["parameters"] == {} and res["runs"][0]["reached_stop_time"]
     assert abs(res["runs"][0]["max_position_error"] - trained_sim["max_position_error"]) <= 1e-9
+
+
+@pytest.mark.parametrize("name", ["two_bar", "macpherson"])
+def test_python_graphs_of_a_variant_that_moves_its_inputs_and_springs(trained, tmp_path, name):
+    """A variant that turns the force inputs, moves their points and moves the springs'
+    attachment points (no FMU parameter reaches them; the python backend's rhs and step graphs
+    hold them): the rhs graph `export --backend python --mechanism` builds for it
+    (dynamics_graphs) gives the accelerations assembled here in numpy from decoder.onnx's x, J
+    and H and the variant file's mass matrix and force model; the trained graph does not."""
+    from mc2fmu.fmu.backends.python import dynamics_graphs
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
+    from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, session
+
+    model_dir = trained(name)[0]
+    art = load_artifact(model_dir)
+    d = art.mechanism.to_dict()
+    axis = np.ones(3) / np.sqrt(3.0)  # 0.3 rad about a skew axis turns every direction
+    K = np.cross(np.eye(3), axis)
+    turn = np.eye(3) + np.sin(0.3) * K + (1 - np.cos(0.3)) * K @ K
+    for k, inp in enumerate(d["inputs"]):
+        inp["direction"] = (turn @ np.asarray(inp["direction"], dtype=float)).tolist()
+        inp["point"] = (np.asarray(inp.get("point") or [0.0, 0.0, 0.0], dtype=float) + [0.05, 0.02 * k, 0.0]).tolist()
+    for sp in d["springs"]:
+        sp["point_a"] = (np.asarray(sp["point_a"], dtype=float) + [0.03, -0.02, 0.0]).tolist()
+        sp["point_b"] = (np.asarray(sp["point_b"], dtype=float) + [-0.02, 0.0, 0.01]).tolist()
+    variant = mechanism_from_dict(d, source="variant")
+    moved, changed = art.for_mechanism(variant, "variant")
+    assert {c.item.rsplit(".", 1)[1] for c in changed} == {"direction", "point", "point_a", "point_b"}
+    graphs, errors = dynamics_graphs(moved, tmp_path / "graphs")
+    assert set(errors) == {"rhs", "step"} and max(errors.values()) <= TOLERANCE
+    (tmp_path / "rhs_v.onnx").write_bytes(graphs["resources/onnx/rhs.onnx"])
+    for g in ("decoder", "rhs"):
+        (tmp_path / f"{g}.onnx").write_bytes(art.model.resources[f"onnx/{g}.onnx"])
+    dec, rhs, rhs_v = (session(tmp_path / f"{g}.onnx") for g in ("decoder", "rhs", "rhs_v"))
+    M_v = mass_matrix(variant, art.layout)
+    forces_v = force_model(variant, art.layout, M_v)
+    physics = {"mass": art.model.mass, "f_g": art.model.f_g, "spring_k": art.model.springs.k,
+               "spring_c": art.model.springs.c, "spring_L0": art.model.springs.L0}
+    trained_off = 0.0
+    for p in sample_points(art.envelope, art.model, 8, seed=5):
+        x, J, H = (a[0] for a in dec.run(["x", "J", "H"], {"q": p["q"]}))
+        u = p["u"][0] + 1.0  # every input pushing, so that where it pushes shows
+        v = p["qd"][0]
+        f = forces_v(x, u, J @ v)
+        expected = np.linalg.solve(J.T @ M_v @ J, J.T @ f - J.T @ M_v @ np.einsum("nij,i,j->n", H, v, v))
+        feed = {"q": p["q"], "qd": p["qd"], "u": u[None], **physics}
+        got = rhs_v.run(["qdd"], feed)[0][0]
+        assert np.allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+        before = rhs.run(["qdd"], feed)[0][0]
+        trained_off = max(trained_off, np.abs(before - expected).max() / np.abs(expected).max())
+    assert trained_off > 1e-3
 
 
 def _constant_physics_graphs(model_dir: Path, out: Path) -> Path:

@@ -111,20 +111,17 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     if mechanism is not None:
         from ..mechanics.mechanism import load_mechanism
 
-        trained_mechanism = artifact.mechanism
         artifact, changed = artifact.for_mechanism(load_mechanism(mechanism), mechanism)
         if changed and backend == "python":
-            from ..mechanics.variants import physical_parameters, unreached
-            from .backends.python import takes_physics
-            from .description import learned_damping
+            from .backends.python import GRAPH_CONSTANTS, takes_physics
 
             if not takes_physics(artifact):
                 raise ExportError(f"--mechanism {mechanism}: this model's ONNX graphs hold the trained physical "
                                   "parameters (it was trained before they took them as inputs); export the variant "
                                   "with --backend native, or train the model again")
-            exposed = {p.name for p in physical_parameters(artifact.mechanism, learned_damping(artifact))}
             # input directions and points, spring attachment points: constants of the dynamics graphs
-            rebuild = bool(unreached(trained_mechanism, artifact.mechanism, exposed, mechanism))
+            # (an off-diagonal inertia entry without a parameter is in the mass blocks they take)
+            rebuild = any(c.item.endswith(GRAPH_CONSTANTS) for c in changed)
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:

@@ -218,8 +218,9 @@ def parameter_settings(exported: Mechanism, variant: Mechanism, exposed: set[str
                        source: str | os.PathLike, fmu: str) -> tuple[dict[str, float], list[Difference]]:
     """The FMU parameter values that turn the mechanism an FMU was exported with into
     ``variant`` (``{name: value}`` for the slots that differ) and the differences, or a
-    :class:`ModelError` naming what no parameter of the FMU (``exposed``) reaches
-    (:func:`unreached`)."""
+    :class:`ModelError` naming what no parameter of the FMU (``exposed``) reaches: attachment
+    points, input directions and points, an off-diagonal inertia where the FMU takes principal
+    values, a learned law's damping (what an FMU's constants hold)."""
     values, diffs, beyond = _settings(exported, variant, exposed, source)
     if beyond:
         raise ModelError(f"{source}: changes {', '.join(beyond)}, which {fmu} has no parameter for "
@@ -227,14 +228,6 @@ def parameter_settings(exported: Mechanism, variant: Mechanism, exposed: set[str
                          "export an FMU for this file with `mc2fmu export MODEL --mechanism "
                          f"{source}`")
     return values, diffs
-
-
-def unreached(exported: Mechanism, variant: Mechanism, exposed: set[str] | list[str],
-              source: str | os.PathLike) -> list[str]:
-    """The items ``variant`` changes that no parameter in ``exposed`` reaches: attachment points,
-    input directions and points, an off-diagonal inertia where the FMU takes principal values, a
-    learned law's damping (what an FMU's constants hold)."""
-    return _settings(exported, variant, exposed, source)[2]
 
 
 def _settings(exported, variant, exposed, source) -> tuple[dict[str, float], list[Difference], list[str]]:

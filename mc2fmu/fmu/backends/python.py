@@ -36,6 +36,11 @@ from ..common import (LOG_CATEGORIES, MECHANISM_MEMBER, MODEL_PREFIX, artifact_m
                       require_manifold, runtime_config)
 from ..description import fmu_variables, model_description_fmi2
 
+#: what a physical variant changes that the dynamics graphs hold as constants (the items of
+#: :func:`~mc2fmu.mechanics.variants.physical_differences` ending so): input directions and
+#: points, spring attachment points; export_python exports those graphs again for it
+GRAPH_CONSTANTS = (".direction", ".point", ".point_a", ".point_b")
+
 #: the graphs the slave runs per model kind, as the artifact's resources name them
 GRAPHS = {"manifold": ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx"),
           "node": ("onnx/node_step.onnx", "onnx/positions.onnx"),
@@ -72,14 +77,18 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
                           "--backend native")
     cfg = runtime_config(artifact, physics=physics)
     ident = cfg["model_identifier"]
-    module = f"{ident}_{model_digest(model_dir)[:12]}"
+    # a variant's FMU is another module than the trained model's (its physics and graphs differ)
+    module = f"{ident}_{model_digest(model_dir, json.dumps(artifact.mechanism.to_dict(), sort_keys=True))[:12]}"
     project = work / "project"
     project.mkdir()
     (project / "fmu.json").write_text(json.dumps(cfg, indent=1))
     # the model artifact, as resources/model/ (pythonfmu copies a folder under its name)
     files = artifact_files(model_dir)
+    onnx_errors = dict(artifact.training.get("onnx_max_difference", {}))
     if rebuild_dynamics:
-        files.update(dynamics_graphs(artifact, work / "graphs"))
+        graphs, errors = dynamics_graphs(artifact, work / "graphs")
+        files.update(graphs)
+        onnx_errors.update(errors)
     for name, data in files.items():
         target = project / MODEL_PREFIX.removeprefix("resources/") / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -106,21 +115,22 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     if physics:  # the mechanism whose parameters it starts with (what `validate` compares a file with)
         members[MECHANISM_MEMBER] = artifact_members(model_dir, artifact)[MECHANISM_MEMBER]
     write_zip(out, members)
-    return {"onnx_max_difference": artifact.training.get("onnx_max_difference", {}), "module": module,
+    return {"onnx_max_difference": onnx_errors, "module": module,
             "model_identifier": ident, "physical_parameters": physics,
             "variables": len(fmu_variables(artifact, physics=physics))}
 
 
-def dynamics_graphs(artifact, work: Path) -> dict[str, bytes]:
+def dynamics_graphs(artifact, work: Path) -> tuple[dict[str, bytes], dict[str, float]]:
     """The rhs and step graphs of ``artifact``'s run-time model (a physical variant's, from
-    :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`), by their artifact file
-    names, checked against torch as training checks them; the physics inputs stay inputs."""
+    :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`) by their artifact file names,
+    checked against torch as training checks them (the physics inputs stay inputs), and their
+    max relative difference to torch by graph name."""
     from ...reducers.autoencoder.graphs import DYNAMICS_GRAPHS, onnx_graphs
     from ...reducers.autoencoder.torch_model import from_runtime
 
     runtime = artifact.model
-    graphs, _ = onnx_graphs(from_runtime(runtime), runtime, artifact.envelope, work, only=DYNAMICS_GRAPHS)
-    return {f"resources/{name}": data for name, data in graphs.items()}
+    graphs, errors = onnx_graphs(from_runtime(runtime), runtime, artifact.envelope, work, only=DYNAMICS_GRAPHS)
+    return {f"resources/{name}": data for name, data in graphs.items()}, errors
 
 
 def takes_physics(artifact) -> bool:

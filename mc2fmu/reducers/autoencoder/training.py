@@ -17,7 +17,7 @@ Loss, each term divided per coordinate by its data spread so that every term cou
   data (angle-type coordinates over a whole turn), scaled by the spread of the body's
   coordinates.  The other terms hold the decoder only on the training path; this holds it to
   rigid bodies everywhere the model may go, so that ``J^T M J`` and ``J^T f`` are a rigid
-  mechanism's.  Measured (benchmarks/train_accuracy.py, default options): the four-bar's
+  mechanism's.  Measured (benchmarks/train_accuracy.py, ``L_curv`` off): the four-bar's
   training-run NRMSE 0.33 -> 0.13 %, the five-bar's 1.53 -> 0.75 %;
 * ``L_curv`` (``--curvature-weight``, default 1; either loss): the second difference of
   the decoded triplet against the data's, over ``dt^2``, scaled as ``L_dyn``: the
