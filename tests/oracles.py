@@ -72,6 +72,14 @@ def power_errors(mech, layout: NCLayout, rotation, origin, v_com, omega, u) -> d
     return errors
 
 
+def reduced_acceleration(M, forces, x, J, H, u, v) -> np.ndarray:
+    """The minimal-coordinate acceleration of a decoded configuration, assembled in numpy:
+    ``M_m = J^T M J``, ``G_m = J^T M (H:vv)``, ``qdd = M_m^-1 (J^T f(x, J v, u) - G_m)``
+    (``forces`` a natural-coordinate force model, ``f(x, u, xd)``)."""
+    f = forces(x, u, J @ v)
+    return np.linalg.solve(J.T @ M @ J, J.T @ f - J.T @ M @ np.einsum("nij,i,j->n", H, v, v))
+
+
 def _relative(p: np.ndarray, ref: np.ndarray, scale: float | None = None) -> float:
     scale = float(np.max(np.abs(ref))) if scale is None else scale
     assert scale > 0, "a load with no power: the check would be empty"
