@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "unknown_forces": [],
     "loss_cost": [],
     "lbfgs_cost": [],
+    "train_profile": ["four_bar", "five_bar", "three_rrr", "--a02"],
     "fmu_accuracy": ["--models", BENCH],
     "fmu_cost": ["--models", BENCH],
     "fmu_comm_steps": ["four_bar", "slider_crank", "--models", BENCH],

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.train_accuracy import DOF, ensure_runs  # noqa: E402
 from mc2fmu.data.dataset import load_training_data  # noqa: E402
-from mc2fmu.reducers.autoencoder import training as tr  # noqa: E402
+from mc2fmu.reducers.autoencoder import loss as loss_mod, samples, trainer  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 
 
@@ -37,10 +37,10 @@ def default_loss(folder: Path, dof: int):
     ds = load_training_data(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"])
     cfg = TrainConfig(dof=dof)
     torch.manual_seed(cfg.seed)
-    angles = tr.parse_angles(cfg.angles, ds, dof)
-    W = tr.make_windows(ds, cfg.triplets, cfg.window)
-    model = tr.build_model(ds, cfg, angles)
-    loss_fn = tr.LossFunction(model, cfg, angles, tr.loss_scales(cfg, model, ds, W), ds.layout)
+    angles = samples.parse_angles(cfg.angles, ds, dof)
+    W = samples.make_windows(ds, cfg.triplets, cfg.window)
+    model = trainer.build_model(ds, cfg, angles)
+    loss_fn = loss_mod.LossFunction(model, cfg, angles, loss_mod.loss_scales(cfg, model, ds, W), ds.layout)
     return ds, model, loss_fn, W, [p for p in model.parameters() if p.requires_grad]
 
 

@@ -568,7 +568,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     kind = "known coordinates " + ",".join(art.coordinates) if art.coordinates else "learnt coordinates"
     angles = " (angle-type: " + ",".join(str(i + 1) for i, a in enumerate(art.angles) if a) + ")" if any(art.angles) else ""
     print(f"wrote {args.output}: {art.reducer}, {art.dof} minimal coordinate(s), {kind}{angles}, dt {art.dt:g} s")
-    terms = ", ".join(f"{_TERM_NAMES[k]} {m[k]:.3e}" for k in _TERM_NAMES if k in m)
+    # the training record names its loss terms (a model of another reducer has none)
+    terms = ", ".join(f"{title} {m[k]:.3e}" for k, title in (m.get("term_titles") or {}).items() if k in m)
     if "train_seconds" in m:
         parts = [f"{m['train_seconds']:.1f} s"] + ([f"loss: {terms}"] if terms else [])
         parts += [f"validation {m['val_loss']:.3e}"] if "val_loss" in m else []
@@ -818,11 +819,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-#: the loss terms a training may report, as the summary names them
-_TERM_NAMES = {"rec": "reconstruction", "dyn": "dynamics", "vel": "velocity", "acc": "acceleration", "roll": "rollout",
-               "rig": "rigidity", "curv": "curvature"}
-
-
 class _progress_bar:
     """A status line fed by training progress entries; it appears at the first entry, so
     stages before training (e.g. `demo`'s simulations) do not count.
@@ -867,7 +863,7 @@ def progress_line(e: dict) -> str:
     if e.get("triplets"):  # L-BFGS's share of the training triplets
         head += f" on {e['triplets']} triplets"
     parts = [head]
-    terms = " ".join(f"{k} {e[k]:.1e}" for k in _TERM_NAMES if k in e)
+    terms = " ".join(f"{label} {e[k]:.1e}" for k, label in (e.get("labels") or {}).items() if k in e)
     if e.get("loss") is not None:
         parts.append(f"loss {e['loss']:.2e}" + (f" ({terms})" if terms else ""))
     if "window" in e and e.get("best_fit") is not None:  # L-BFGS: what its stopping rule watches

@@ -233,7 +233,7 @@ def test_rigidity_term_is_zero_for_rigid_bodies_and_measures_a_stretch(toy_mecha
     import torch
 
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import LossFunction
+    from mc2fmu.reducers.autoencoder.loss import LossFunction
 
     layout = build_layout(load_mechanism(toy_mechanism))
     axis = np.array([1.0, 2.0, 0.5]) / np.linalg.norm([1.0, 2.0, 0.5])

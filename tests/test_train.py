@@ -104,7 +104,7 @@ def test_cli_options_are_the_config_fields():
 def test_nan_during_training_is_reported(capsys, tmp_path, toy_mechanism, toy_run, monkeypatch):
     import torch
 
-    from mc2fmu.reducers.autoencoder import training as train_mod
+    from mc2fmu.reducers.autoencoder import trainer as train_mod
 
     original = train_mod.LossFunction.__call__
     calls = {"n": 0}
@@ -157,7 +157,7 @@ def test_warmup_fits_the_kinematics_before_the_full_loss(toy_mechanism, toy_run,
     and the kept weights are the full loss's best, not the warm-up's (smaller, incomparable) one."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
 
     ds = load_training_data(toy_mechanism, [toy_run])
     cfg = TrainConfig(dof=1, adam_epochs=30, lbfgs_iters=40, samples=200, warmup=warmup)
@@ -179,7 +179,9 @@ def test_warmup_fits_the_kinematics_before_the_full_loss(toy_mechanism, toy_run,
 def _toy_loss(toy_mechanism, toy_run, **kw):
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import LossFunction, build_model, loss_scales, make_windows
+    from mc2fmu.reducers.autoencoder.loss import LossFunction, loss_scales
+    from mc2fmu.reducers.autoencoder.trainer import build_model
+    from mc2fmu.reducers.autoencoder.samples import make_windows
 
     torch.manual_seed(0)
     ds = load_training_data(toy_mechanism, [toy_run])
@@ -254,7 +256,7 @@ def _spinning_bar_autoencoder():
 
 def test_appendix_loss_is_zero_for_an_exact_autoencoder():
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import LossFunction
+    from mc2fmu.reducers.autoencoder.loss import LossFunction
 
     model, x, xd, xdd = _spinning_bar_autoencoder()
     loss = LossFunction(model, TrainConfig(dof=1, loss="appendix", rigidity_weight=0.0), [True],
@@ -273,7 +275,8 @@ def test_curvature_term_is_the_reconstruction_errors_acceleration():
     the mean square of d2 e(q(t)) / dt2 along the path, the analytic second derivative (to the
     finite difference's O(dt^2))."""
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import LossFunction, Windows
+    from mc2fmu.reducers.autoencoder.loss import LossFunction
+    from mc2fmu.reducers.autoencoder.samples import Windows
 
     model, _, _, _ = _spinning_bar_autoencoder()
     layer = model.decoder.net.layers[0]
@@ -333,7 +336,7 @@ def _weights(model) -> dict:
 
 def _uninterrupted(ds, cfg) -> dict:
     """Weights of an uninterrupted run (the toy data is the same in every test)."""
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
 
     if cfg not in _REFERENCE:
         _REFERENCE[cfg] = _weights(train(ds, cfg).model)
@@ -356,7 +359,7 @@ def _interrupt_at(n_calls: int, exc=KeyboardInterrupt):
 def test_resume_gives_the_uninterrupted_weights_bit_for_bit(toy_mechanism, toy_run, tmp_path, stop_after, every):
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
 
     ds = load_training_data(toy_mechanism, [toy_run])
@@ -382,7 +385,7 @@ def test_resume_with_identify_gives_the_uninterrupted_weights(toy_mechanism, toy
     thresholding (the identify phase), the resumed run ends with the same weights and terms."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
 
     ds = load_training_data(toy_mechanism, [toy_run])
@@ -409,7 +412,7 @@ def test_periodic_checkpoint_survives_a_crash(toy_mechanism, toy_run, tmp_path):
     """A process killed between writes (here: any exception but Ctrl-C) resumes from the last one."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer
 
     ds = load_training_data(toy_mechanism, [toy_run])
@@ -424,7 +427,7 @@ def test_periodic_checkpoint_survives_a_crash(toy_mechanism, toy_run, tmp_path):
 
 
 def test_cli_ctrl_c_saves_and_resume_finishes(capsys, tmp_path, toy_mechanism, toy_run, monkeypatch):
-    from mc2fmu.reducers.autoencoder import training as train_mod
+    from mc2fmu.reducers.autoencoder import trainer as train_mod
 
     args = ["train", toy_mechanism, toy_run, "--dof", "1", *FAST, "-q"]
     assert run_cli(capsys, *args, "-o", tmp_path / "reference")[0] == 0
@@ -472,7 +475,7 @@ def test_resume_checks_the_data_and_the_file(capsys, tmp_path, toy_mechanism, to
 
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer
 
     ds = load_training_data(toy_mechanism, [toy_run])
@@ -518,7 +521,7 @@ def _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path):
 
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer
 
     ds = load_training_data(toy_mechanism, [toy_run])
@@ -536,7 +539,7 @@ def test_forged_checkpoints_are_refused(toy_mechanism, toy_run, tmp_path):
     import torch
 
     from mc2fmu.errors import TrainingError
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer
 
     ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
@@ -562,7 +565,7 @@ def test_a_checkpoint_saved_before_the_curvature_option_resumes_with_the_term_of
     import torch
 
     from mc2fmu.errors import TrainingError
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer
 
     ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
@@ -584,7 +587,7 @@ def test_a_checkpoint_whose_best_validation_loss_is_still_infinite_resumes(toy_m
     import torch
 
     from mc2fmu.errors import TrainingError
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer
 
     ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
@@ -603,7 +606,7 @@ def test_training_leaves_torchs_process_wide_settings_alone(toy_mechanism, toy_r
     not even while it runs (another thread of the host would see it)."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
 
     seen = set()
     before = torch.are_deterministic_algorithms_enabled()
@@ -619,7 +622,8 @@ def test_the_progress_line_shows_what_the_stopping_rule_watches(toy_mechanism, t
     from mc2fmu.cli import progress_line
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import LBFGS_WINDOW, lbfgs_converged, lbfgs_fall, train
+    from mc2fmu.reducers.autoencoder.schedule import LBFGS_WINDOW, lbfgs_converged, lbfgs_fall
+    from mc2fmu.reducers.autoencoder.trainer import train
 
     # a real training with the gauge term on (one learnt coordinate): val and val_fit differ
     entries = []
@@ -654,7 +658,7 @@ def test_damaged_checkpoints_are_refused_with_a_message(toy_mechanism, toy_run, 
     import torch
 
     from mc2fmu.errors import TrainingError
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer
 
     ds, cfg, path, state = _interrupted_checkpoint(toy_mechanism, toy_run, tmp_path)
@@ -684,7 +688,7 @@ def test_damaged_checkpoints_are_refused_with_a_message(toy_mechanism, toy_run, 
 def test_affine_hull_of_a_body_turning_about_a_fixed_axis_is_two_dimensional():
     """Every point of a body turning about a fixed axis is affine in (cos, sin) of its angle: the
     hull of a 12-coordinate body's samples is 2-dimensional and holds angles never sampled."""
-    from mc2fmu.reducers.autoencoder.training import affine_hull
+    from mc2fmu.reducers.autoencoder.samples import affine_hull
 
     from .conftest import rotation_about
 
@@ -722,7 +726,7 @@ length = 0.9
 def _toy_model(toy_mechanism, toy_run, coords=(), spring=False):
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import build_model
+    from mc2fmu.reducers.autoencoder.trainer import build_model
 
     torch.manual_seed(3)
     if spring:
@@ -796,7 +800,8 @@ def test_hull_coordinates_give_the_natural_coordinate_loss(toy_mechanism, toy_ru
     """L_rec and L_dyn taken in hull coordinates (the training default) are the natural-coordinate
     ones: the same model, evaluated both ways."""
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import LossFunction, loss_scales, make_windows
+    from mc2fmu.reducers.autoencoder.loss import LossFunction, loss_scales
+    from mc2fmu.reducers.autoencoder.samples import make_windows
 
     ds, model = _toy_model(toy_mechanism, toy_run, coords, spring=True)
     cfg = TrainConfig(dof=model.decoder.n_q, coords=coords, rigidity_weight=0.0)
@@ -813,7 +818,7 @@ def test_hull_coordinates_give_the_natural_coordinate_loss(toy_mechanism, toy_ru
 def test_the_lbfgs_convergence_rule():
     """Converged once the best validation loss fell by less than tol over the last window of
     iterations: a plateau stops, steady progress or a late improvement does not, tol 0 never."""
-    from mc2fmu.reducers.autoencoder.training import lbfgs_converged
+    from mc2fmu.reducers.autoencoder.schedule import lbfgs_converged
 
     def hist(vals):
         return [{"stage": "adam", "iter": 1, "val": 1.0}] + [
@@ -843,7 +848,7 @@ def test_the_lbfgs_convergence_rule():
 def test_the_lbfgs_schedule_grows_the_share_of_triplets_when_the_fit_stalls():
     """The share halves when the rule holds on the records of the current share only, the
     phase converges when it holds on every triplet, and the floor ends it at any share."""
-    from mc2fmu.reducers.autoencoder.training import lbfgs_schedule
+    from mc2fmu.reducers.autoencoder.schedule import lbfgs_schedule
 
     def records(vals, every, start=0):
         return [{"stage": "lbfgs", "iter": start + 20 * (i + 1), "val": v, "every": every} for i, v in enumerate(vals)]
@@ -887,8 +892,9 @@ def test_training_stops_once_converged_and_resumes_to_the_same_weights(toy_mecha
     ends with the same weights and iteration count."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder import training
-    from mc2fmu.reducers.autoencoder.training import lbfgs_schedule, train
+    from mc2fmu.reducers.autoencoder import trainer as training
+    from mc2fmu.reducers.autoencoder.schedule import lbfgs_schedule
+    from mc2fmu.reducers.autoencoder.trainer import train
     from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
 
     monkeypatch.setattr(training, "MIN_SHARE_TRIPLETS", 40)  # the toy run has 199 triplets
@@ -925,7 +931,8 @@ def test_gauge_term_is_the_spread_of_log_det_of_the_reduced_mass(toy_mechanism, 
     from torch.func import jacrev, vmap
 
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import LossFunction, loss_scales, make_windows
+    from mc2fmu.reducers.autoencoder.loss import LossFunction, loss_scales
+    from mc2fmu.reducers.autoencoder.samples import make_windows
 
     ds, model = _toy_model(toy_mechanism, toy_run)
     cfg = TrainConfig(dof=2, rigidity_weight=0.0, gauge_weight=1.0)
@@ -953,7 +960,7 @@ def test_gauge_term_is_the_spread_of_log_det_of_the_reduced_mass(toy_mechanism, 
 def test_gauge_term_vanishes_where_the_reduced_mass_is_constant():
     """A point mass on a circle charted by its angle (``M_m = m r^2`` everywhere): L_gauge = 0;
     charted by ``theta = q^3`` instead, ``M_m = m r^2 (3 q^2)^2``: the spread of its log."""
-    from mc2fmu.reducers.autoencoder.training import LossFunction
+    from mc2fmu.reducers.autoencoder.loss import LossFunction
 
     r, mass = 0.7, 2.0
 
@@ -1009,7 +1016,7 @@ def test_few_triplets_are_fitted_all_at_once(toy_mechanism, toy_run):
     first L-BFGS iteration, whatever --lbfgs-subset says."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from mc2fmu.reducers.autoencoder.training import train
+    from mc2fmu.reducers.autoencoder.trainer import train
 
     result = train(load_training_data(toy_mechanism, [toy_run]), TrainConfig(**TINY, lbfgs_subset=4))
     lb = [e for e in result.history if e["stage"] == "lbfgs"]
@@ -1023,7 +1030,7 @@ def test_a_share_that_breaks_the_model_gives_way_to_every_triplet(toy_mechanism,
     weights; on every triplet it is a divergence, reported as before."""
     from mc2fmu.data.dataset import load_training_data
     from mc2fmu.errors import TrainingError
-    from mc2fmu.reducers.autoencoder import training
+    from mc2fmu.reducers.autoencoder import trainer as training
     from mc2fmu.reducers.autoencoder.config import TrainConfig
 
     monkeypatch.setattr(training, "MIN_SHARE_TRIPLETS", 40)

@@ -18,7 +18,7 @@ from ..base import Checkpointer, trained_artifact
 from .config import TrainConfig
 from .graphs import onnx_graphs
 from .torch_model import from_runtime, to_runtime
-from .training import train
+from .trainer import train
 
 log = logging.getLogger(__name__)
 #: the reduced mass counts as singular below this ratio of its smallest to largest eigenvalue

@@ -48,7 +48,7 @@ class Decoder(nn.Module):
     """``h_d: q -> x`` with exact ``J`` and ``H``.
 
     With an ``out_map`` (``n x r``, spanning the training data's affine hull, see
-    :func:`mc2fmu.reducers.autoencoder.training.hull_maps`) the network has ``r`` outputs and
+    :func:`mc2fmu.reducers.autoencoder.samples.hull_maps`) the network has ``r`` outputs and
     ``x = x_mean + out_map y``: the decoder cannot leave the hull, so every linear relation the
     data satisfy (planarity, joint points, the in-plane axes of a planar body) holds exactly
     wherever the model goes.  The run-time model gets the same map as an ordinary MLP
