@@ -183,10 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fmu (default); modelica: one self-contained NAME.mo, model NAME, the reduced dynamics as "
                         "equations with the physical parameters as parameters (-o NAME.mo; decoder-manifold models); "
                         "casadi: the reduced ODE as a CasADi function for MPC (needs casadi)")
-    p.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
+    p.add_argument("--backend", default=None, choices=list(BACKENDS),
                    help="; ".join(f"{k}: {v[0]} (models of: {', '.join(v[3])})" for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
-    p.add_argument("--fmi", **fmi)
-    p.add_argument("--interface", default="cs", choices=list(INTERFACES),
+    p.add_argument("--fmi", **{**fmi, "default": None})
+    p.add_argument("--interface", default=None, choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only)")
     p.add_argument("--platforms", **platforms)
     p.add_argument("--mechanism", metavar="VARIANT.toml",
@@ -672,8 +672,20 @@ def _cmd_from_mujoco(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .fmu.export import export_fmu
+    from .errors import ExportError
+    from .fmu.export import DEFAULT_BACKEND, export_fmu
 
+    # the options that apply to FMUs only, with their defaults: export's parser leaves them None,
+    # so that one given with another --format is refused rather than ignored
+    fmu_only = {"backend": DEFAULT_BACKEND, "fmi": 2, "interface": "cs", "platforms": None}
+    if args.format != "fmu":
+        given = [name for name in fmu_only if getattr(args, name) is not None]
+        if given:
+            raise ExportError([f"--{name}: applies to FMUs only, not to --format {args.format}; leave it out"
+                               for name in given])
+    for name, default in fmu_only.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if args.format == "casadi":
         from .control.casadi_export import export_casadi
         from .errors import ExportError
@@ -908,6 +920,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import Mc2fmuError, problem_lines
 
     try:
+        output = getattr(args, "output", None)
+        if output is not None:  # a name the file system refuses is refused before any work
+            from .errors import OutputError
+            from .files import output_name_problem
+
+            problem = output_name_problem(output)
+            if problem:
+                raise OutputError(f"{output}: {problem}")
         return int(args.func(args) or 0)
     except Mc2fmuError as exc:
         for line in problem_lines(exc.problems):

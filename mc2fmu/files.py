@@ -23,6 +23,62 @@ from .errors import OutputError
 
 _UMASK_LOCK = threading.Lock()
 
+#: the longest file name when the file system does not say (Linux, Windows, macOS: 255)
+NAME_MAX = 255
+
+
+def file_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be read as an input file (None: it can): missing, or not a regular
+    file. Checked before opening it, so that a FIFO, a device or a directory never blocks or
+    half-reads (``open`` on a FIFO waits for a writer)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except (OSError, ValueError) as exc:  # a name too long, a NUL character, no permission
+        return f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
+        return f"is {kind}, not a regular file; give the file itself"
+    return None
+
+
+def output_name_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be written (None: as far as its name goes): a NUL character, or a
+    name longer than the file system allows (checked up front, before any work)."""
+    text = os.fspath(path)
+    if "\0" in text:
+        return "a path cannot hold a NUL character"
+    p = Path(text).absolute()
+
+    def exists(a: Path) -> bool:
+        try:
+            return a.exists()
+        except (OSError, ValueError):  # a name too long to look up
+            return False
+
+    existing = next((a for a in [p, *p.parents] if exists(a)), Path("/"))
+    try:
+        limit = os.pathconf(existing if existing.is_dir() else existing.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = NAME_MAX
+    for part in p.parts:
+        if len(os.fsencode(part)) > limit:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            return (f"the name '{shown}' has {len(os.fsencode(part))} bytes; this file system allows {limit}: "
+                    "choose a shorter name")
+    return None
+
+
+def _temp_prefix(path: Path) -> str:
+    """A temporary sibling's prefix: the output's name, cut so that the temporary name stays
+    short (a legal name near the length limit must not fail because of it)."""
+    return f".{path.name[:40]}."
+
 
 def current_umask() -> int:
     """The process's umask, read without changing it: on Linux from the ``Umask:`` line of
@@ -55,11 +111,14 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     Nothing half-written is ever left at ``path``: on any error the temporary file is removed.
     """
     path = Path(path)
+    problem = output_name_problem(path)
+    if problem:
+        raise OutputError(f"{path}: {problem}")
     if path.is_dir():
         raise OutputError(f"{path}: is a directory; name the file to write")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".part", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"{path}: cannot be written ({exc.strerror or exc}); choose another output path") from None
     os.close(fd)
@@ -82,11 +141,14 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     if that fails, and removed only once the new one is in place: a crash between the two
     renames leaves it in that sibling, never lost."""
     path = Path(path)
+    problem = output_name_problem(path)
+    if problem:
+        raise OutputError(f"{path}: {problem}")
     if path.exists() and not path.is_dir():
         raise OutputError(f"{path}: is a file; a directory is written here, choose another path")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), dir=path.parent))
     except OSError as exc:
         raise OutputError(f"{path}: cannot be written ({exc.strerror or exc}); choose another output path") from None
     give_default_mode(tmp)

@@ -325,3 +325,190 @@ def test_error_output_is_bounded(tmp_path, capsys):
     assert main(["ingest", str(tmp_path / "m.toml"), str(tmp_path / "r.csv"), "-o", str(tmp_path / "d.npz")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == MAX_PROBLEMS_SHOWN + 1 and "and 380 more problems" in err, err[-500:]
+
+
+# ---------------------------------------------------------------------------- part 3: the newer inputs
+# (batch jobs files, train options, odd files and names, Modelica names, compiler flags)
+
+
+def _refused(argv: list[str], capsys, *fragments: str, out: Path | None = None) -> str:
+    """The command ends with exit 2, one ``error:`` line naming each fragment, no output."""
+    code = main([str(a) for a in argv])
+    err = _check_streams(capsys)
+    assert code == 2, err[-2000:]
+    assert err.startswith("error: "), err[-2000:]
+    for fragment in fragments:
+        assert fragment in err, (fragment, err[-2000:])
+    if out is not None:
+        assert not out.exists() and not any(out.parent.glob(f".{out.name[:40]}.*")), "output left behind"
+    return err
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--lr", "nan", "--lr: nan is not a learning rate: give a finite number > 0"),
+    ("--lr", "-1", "--lr: -1.0 is not a learning rate"),
+    ("--seed", "99999999999999999999999", "--seed: 99999999999999999999999 is not a seed: give a whole number in "
+                                          "0 .. 9223372036854775807"),
+    ("--seed", "9" * 40, "--seed: a 133-bit number is not a seed"),
+    ("--seed", "-1", "--seed: -1 is not a seed"),
+    ("--adam-epochs", "-5", "--adam-epochs: -5 is not a number of Adam epochs: give a whole number >= 0"),
+    ("--lbfgs-iters", "-5", "--lbfgs-iters: -5"),
+    ("--identify-iters", "-1", "--identify-iters: -1"),
+])
+def test_train_options_out_of_range_are_refused(four_bar, reference_run, tmp_path, capsys, option, value, fragment):
+    run = reference_run("four_bar", "train")["path"]
+    mech = Path(run).parent.parent / "mechanism.toml"
+    out = tmp_path / "model"
+    _refused(["train", mech, run, "--dof", "1", f"{option}={value}", "-o", out], capsys, fragment, out=out)
+
+
+def _jobs_file(tmp_path: Path, reference_run, extra: str = "", name: str = "a", train: str | None = None) -> Path:
+    run = reference_run("four_bar", "train")["path"]
+    mech = Path(run).parent.parent / "mechanism.toml"
+    train = train if train is not None else f'["{run}"]'
+    path = tmp_path / "jobs.toml"
+    path.write_text(f'[[jobs]]\nname = "{name}"\nmechanism = "{mech}"\ntrain = {train}\ndof = 1\n{extra}\n')
+    return path
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("adam_lr = nan", "--lr: nan is not a learning rate"),
+    ("adam_lr = -1", "--lr: -1 is not a learning rate"),
+    ("adam_epochs = -5", "--adam-epochs: -5"),
+    ("lbfgs_iters = -5", "--lbfgs-iters: -5"),
+    ("hidden = [0]", "--hidden: (0,) are not layer widths"),
+    ("hidden = [-5, 32]", "--hidden: (-5, 32) are not layer widths"),
+    ("seed = -1", "--seed: -1 is not a seed"),
+    (f"seed = {2**64}", "--seed: 18446744073709551616 is not a seed"),
+    ("rigidity_points = 0", "rigidity_points: 0 is not a number of latent points"),
+    ("validation_fraction = 2.0", "validation_fraction: 2.0 is not a share of the triplets"),
+    ("fmi = 2.0", "fmi = 2.0: choose one of 2, 3"),
+    ("seed = " + "9" * 5000, "a value cannot be read"),
+    ("hidden = " + "[" * 3000 + "]" * 3000, "nested too deeply"),
+], ids=lambda v: v[:30] if isinstance(v, str) else v)
+def test_jobs_file_options_are_checked_as_the_command_line_checks_them(reference_run, tmp_path, line, fragment):
+    from mc2fmu.parallel.batch import BatchError, read_jobs
+
+    with pytest.raises(BatchError) as info:
+        read_jobs(_jobs_file(tmp_path, reference_run, line))
+    assert any(fragment in p for p in info.value.problems), info.value.problems
+
+
+@pytest.mark.parametrize("train, fragment", [
+    ('["a\\u0000b.csv"]', "a path cannot hold a NUL character"),
+    ('["' + "r" * 300 + '.csv"]', "not a usable path (File name too long)"),
+], ids=["nul", "long-name"])
+def test_jobs_file_paths_that_cannot_exist_are_refused(reference_run, tmp_path, train, fragment):
+    from mc2fmu.parallel.batch import BatchError, read_jobs
+
+    with pytest.raises(BatchError) as info:
+        read_jobs(_jobs_file(tmp_path, reference_run, train=train))
+    assert any(fragment in p for p in info.value.problems), info.value.problems
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--cpus", "0"], "--cpus: 0 is not a number of CPUs: give a whole number >= 1"),
+    (["--cpus", "-1"], "--cpus: -1"),
+    (["--ray", "127.0.0.1:1"], "--ray 127.0.0.1:1: nothing answers at 127.0.0.1:1"),
+])
+def test_batch_options_are_refused_before_anything_runs(reference_run, tmp_path, capsys, args, fragment):
+    jobs = _jobs_file(tmp_path, reference_run, "lbfgs_iters = 1")
+    out = tmp_path / "out"
+    _refused(["batch", jobs, "-o", out, *args], capsys, fragment)
+    assert not (out / "a.fmu").exists()
+
+
+def test_a_batch_output_folder_that_cannot_be_made_is_refused(reference_run, tmp_path, capsys):
+    jobs = _jobs_file(tmp_path, reference_run, "lbfgs_iters = 1")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    _refused(["batch", jobs, "-o", blocker / "sub"], capsys, "cannot hold the outputs", "give a folder you can write")
+
+
+def test_a_fifo_is_refused_before_it_is_opened(tiny_model, tmp_path):
+    """A mechanism file that is a named pipe used to block simulate, validate, linearize and
+    export forever (opened before any check); each command now refuses it at once."""
+    import os
+    import subprocess
+    import sys
+
+    model, mech, short = tiny_model
+    fifo = tmp_path / "v.toml"
+    os.mkfifo(fifo)
+    for argv in (["simulate", model, fifo, short, "-o", tmp_path / "s.csv"],
+                 ["linearize", model, "--mechanism", fifo, "-o", tmp_path / "l.json"],
+                 ["export", model, "--mechanism", fifo, "-o", tmp_path / "e.fmu"]):
+        proc = subprocess.run([sys.executable, "-c", "import sys; from mc2fmu.cli import main; sys.exit(main())",
+                               *map(str, argv)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and "is a FIFO (named pipe), not a regular file" in proc.stderr, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
+
+
+def test_output_names_too_long_are_refused_up_front_and_legal_long_ones_work(tiny_model, tmp_path, capsys):
+    model, mech, short = tiny_model
+    long_name = tmp_path / ("s" * 300 + ".csv")
+    _refused(["simulate", model, mech, short, "-o", long_name], capsys,
+             "has 304 bytes; this file system allows 255: choose a shorter name")
+    # a legal 240-character Modelica file name: the temporary sibling's name must not make it fail
+    name = "M" + "o" * 236
+    out = tmp_path / f"{name}.mo"
+    assert main(["export", str(model), "--format", "modelica", "-o", str(out)]) == 0, _check_streams(capsys)
+    assert f"model {name}" in out.read_text()
+
+
+@pytest.mark.parametrize("name", ["Real", "Integer", "AssertionLevel", "StateSelect", "der"])
+def test_modelica_names_that_clash_with_the_language_are_refused(tiny_model, tmp_path, capsys, name):
+    model, _, _ = tiny_model
+    out = tmp_path / f"{name}.mo"
+    _refused(["export", model, "--format", "modelica", "-o", out], capsys, f"'{name}' cannot name a Modelica model",
+             out=out)
+
+
+def test_a_mechanism_name_that_clashes_with_the_modelica_model_is_refused(tiny_model, tmp_path):
+    from mc2fmu.errors import ExportError
+    from mc2fmu.modelica.export import RESERVED, _check_names
+
+    assert {"Real", "Integer", "Boolean", "String", "StateSelect", "ExternalObject", "AssertionLevel"} <= RESERVED
+    art = type("A", (), {"path": tmp_path})()
+    src = type("S", (), {"names": []})()
+    with pytest.raises(ExportError, match="'AssertionLevel' is a Modelica keyword or built-in function, a predefined type"):
+        _check_names(art, src, ["AssertionLevel"])
+
+
+@pytest.mark.parametrize("fmt, option", [("modelica", ["--platforms", "garbage"]), ("casadi", ["--platforms", "garbage"]),
+                                         ("modelica", ["--backend", "native"]), ("casadi", ["--fmi", "3"]),
+                                         ("modelica", ["--interface", "me"])])
+def test_export_options_of_another_format_are_refused(tiny_model, tmp_path, capsys, fmt, option):
+    model, _, _ = tiny_model
+    out = tmp_path / ("M.mo" if fmt == "modelica" else "m.casadi")
+    _refused(["export", model, "--format", fmt, *option, "-o", out], capsys,
+             f"{option[0]}: applies to FMUs only, not to --format {fmt}", out=out)
+
+
+@pytest.mark.parametrize("flags", ["-ffinite-math-only", "-ffast-math -fno-tree-vectorize", "-Ofast"])
+def test_compiler_flags_that_assume_finite_maths_are_refused(tiny_model, tmp_path, capsys, monkeypatch, flags):
+    model, _, _ = tiny_model
+    monkeypatch.setenv("MC2FMU_CFLAGS", flags)
+    out = tmp_path / "m.fmu"
+    _refused(["export", model, "-o", out], capsys, "assume finite maths (__FINITE_MATH_ONLY__ is 1",
+             "remove those flags", out=out)
+
+
+def test_linearize_writes_strict_json_for_a_mode_without_frequency(tiny_model, tmp_path, capsys):
+    """Zero gravity: the pendulum-like mode has no stiffness, its damping ratio no value: null."""
+    import tomllib
+
+    model, mech, _ = tiny_model
+    data = tomllib.loads(Path(mech).read_text())
+    text = Path(mech).read_text()
+    g = data["gravity"]
+    variant = tmp_path / "zero_g.toml"
+    variant.write_text(text.replace(f"gravity = [{', '.join(repr(float(v)) for v in g)}]", "gravity = [0.0, 0.0, 0.0]")
+                       if "gravity = [" in text else text)
+    assert tomllib.loads(variant.read_text())["gravity"] == [0.0, 0.0, 0.0], "the variant must have no gravity"
+    out = tmp_path / "lin.json"
+    code = main(["linearize", str(model), "--mechanism", str(variant), "--at", "q=0.5", "-o", str(out)])
+    _check_streams(capsys)
+    assert code == 0
+    lin = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in strict JSON"))
+    assert any(mode["damping_ratio"] is None for mode in lin["modes"]), lin["modes"]

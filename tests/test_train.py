@@ -43,7 +43,7 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
         (["--dof", "1", "--loss", "energy"], ["--loss", "invalid choice: 'energy'", "'sim', 'appendix'"]),
         (["--dof", "1", "--warmup", "kin"], ["--warmup", "invalid choice: 'kin'", "'rec', 'none'"]),
         (["--dof", "1", "--reducer", "pca"], ["--reducer", "invalid choice: 'pca'", "autoencoder"]),
-        (["--dof", "1", "--rollout", "-2"], ["--rollout -2", ">= 0"]),
+        (["--dof", "1", "--rollout", "-2"], ["--rollout: -2", ">= 0"]),
         (["--dof", "1", "--rollout-weight", "-1"], ["--rollout-weight -1", ">= 0"]),
         (["--dof", "1", "--rollout", "300"], ["windows of 302 samples", "smaller --rollout"]),
     ],

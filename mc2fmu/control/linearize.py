@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LinearizeError, ModelError
-from ..files import atomic_output
+from ..files import atomic_output, json_safe
 
 
 # ------------------------------------------------------------------ the model in torch
@@ -257,5 +257,6 @@ def linearize(model_dir: str | os.PathLike, q: list[float] | None = None, qd: li
 def write_linearization(lin: Linearization, out: str | os.PathLike) -> Path:
     out = Path(out)
     with atomic_output(out) as tmp:
-        Path(tmp).write_text(json.dumps(lin.to_json(), indent=1))
+        # strict JSON: a value that is not finite (an undamped mode's damping ratio) is null
+        Path(tmp).write_text(json.dumps(json_safe(lin.to_json()), indent=1, allow_nan=False))
     return out

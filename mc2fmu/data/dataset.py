@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import DatasetError, PoseDataError
-from ..files import atomic_output
+from ..files import atomic_output, file_problem
 from ..mechanics.mechanism import Mechanism, load_mechanism, mechanism_from_dict
 from ..mechanics.natural import (
     ForceModel,
@@ -236,8 +236,9 @@ def ingest(
 def load_dataset(path: str | os.PathLike) -> Dataset:
     """Read a dataset written by :func:`ingest` (or by any tool following the same format)."""
     path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"{path}: no such file")
+    problem = file_problem(path)
+    if problem:
+        raise DatasetError(f"{path}: {problem}")
     try:
         with np.load(path, allow_pickle=False) as data:
             missing = [k for k in REQUIRED_KEYS if k not in data.files]

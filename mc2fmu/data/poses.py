@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PoseDataError
-from ..files import atomic_output
+from ..files import atomic_output, file_problem
 from ..mechanics.mechanism import Mechanism
 from ..mechanics.rotations import matrix_to_quaternion, nearest_rotation, quaternion_to_matrix
 
@@ -164,8 +164,9 @@ def read_run(path: str | os.PathLike, mechanism: Mechanism) -> PoseRun:
     Raises :class:`PoseDataError` listing every problem found.
     """
     path = Path(path)
-    if not path.exists():
-        raise PoseDataError(f"{path}: no such file")
+    problem = file_problem(path)
+    if problem:
+        raise PoseDataError(f"{path}: {problem}")
     columns, table = _read_table(path)
     index = {}
     problems: list[str] = []

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MechanismError
+from ..files import file_problem
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,9 @@ def _toml_value(value: Any) -> str:
 def load_mechanism(path: str | os.PathLike) -> Mechanism:
     """Read and validate a mechanism file (``.toml`` or ``.json``)."""
     path = Path(path)
+    problem = file_problem(path)
+    if problem:
+        raise MechanismError(f"{path}: {problem}")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

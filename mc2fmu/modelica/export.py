@@ -59,6 +59,10 @@ log10 max min sum product transpose outerProduct identity diagonal zeros ones fi
 vector matrix cross skew symmetric smooth noEvent homotopy semiLinear inStream actualStream spatialDistribution
 getInstanceName initial terminal pre edge change reinit sample delay cardinality assert terminate String time
 Integer Real Boolean""".split())
+#: the predefined types (section 4.8) and the names the exported model itself refers to: a class or
+#: a component of one of these names would hide them ("Cannot redeclare predefined type")
+RESERVED = {"Real", "Integer", "Boolean", "String", "StateSelect", "ExternalObject", "AssertionLevel", "Clock",
+            "Modelica"}
 
 
 def _literal(v: float) -> str:
@@ -139,9 +143,10 @@ def _coef(v: float, expr: str) -> str:
 
 def modelica_name(name: str) -> str:
     """The Modelica class name a file ``NAME.mo`` gets, checked."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in KEYWORDS:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in KEYWORDS | BUILTINS | RESERVED:
         raise ExportError(f"'{name}' cannot name a Modelica model (letters, digits and _, not starting with a digit, "
-                          "not a keyword); choose another output file name, e.g. -o FourBarROM.mo")
+                          "not a keyword, a predefined type or a name the model uses such as AssertionLevel); "
+                          "choose another output file name, e.g. -o FourBarROM.mo")
     return name
 
 
@@ -155,8 +160,9 @@ def _check_names(art, src: _Source, mechanism_names: list[str]) -> None:
             problems.append(f"'{n}' would be declared twice")
         seen.add(n)
     for n in mechanism_names:
-        if n in KEYWORDS or n in BUILTINS:
-            problems.append(f"'{n}' is a Modelica keyword or built-in function")
+        if n in KEYWORDS or n in BUILTINS or n in RESERVED:
+            problems.append(f"'{n}' is a Modelica keyword or built-in function, a predefined type or a name the "
+                            "model uses")
     if problems:
         raise ExportError([f"{art.path}: the mechanism's names do not make a valid Modelica model: {p}; rename the "
                            "body, input or spring in the mechanism file (and train again), or export an FMU"

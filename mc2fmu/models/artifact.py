@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import ModelError
-from ..files import atomic_directory, json_safe
+from ..files import atomic_directory, file_problem, json_safe
 from ..mechanics.mechanism import Mechanism, mechanism_from_dict
 from ..mechanics.natural import NCLayout, build_layout, finite_difference_velocity
 from .envelope import Envelope
@@ -320,6 +320,9 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
     mj = path / "model.json"
     if not mj.exists():
         raise ModelError(f"{path}: missing model.json; the model directory is incomplete ({RETRAIN})")
+    problem = file_problem(mj)
+    if problem:
+        raise ModelError(f"{mj}: {problem}; {RETRAIN}")
     try:
         meta = json.loads(mj.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -387,8 +390,10 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
     resources = {}
     for name in meta["resources"]:
         f = path / "resources" / name
-        if not f.is_file():
-            raise ModelError(f"{f}: missing (listed under 'resources' in model.json); {RETRAIN}")
+        problem = file_problem(f)
+        if problem:
+            problem = "missing" if problem == "no such file" else problem
+            raise ModelError(f"{f}: {problem} (listed under 'resources' in model.json); {RETRAIN}")
         resources[name] = f.read_bytes()
     try:
         model = kind.from_saved(meta["model"], arrays, dt=dt, angles=angles, resources=resources)

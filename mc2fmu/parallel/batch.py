@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import Mc2fmuError
-from ..files import atomic_output, digest, json_safe
+from ..files import atomic_output, digest, file_problem, json_safe
 
 SUMMARY = "summary.json"
 INDEX = "index.html"
@@ -101,18 +101,33 @@ def _type_problem(field: dataclasses.Field, value: Any) -> str | None:
     return None
 
 
+def _short(value: Any) -> str:
+    """A value for a message: its repr, cut at 80 characters (and no huge number printed)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 96:
+        return f"a {value.bit_length()}-bit number"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def read_jobs(path: str | os.PathLike) -> list[Job]:
     """Parse and check the jobs file; every problem at once, each naming the entry and the key."""
     from ..fmu.export import export_problems
     from ..reducers.base import DEFAULT_REDUCER, REDUCERS
 
     path = Path(path)
+    problem = file_problem(path)
+    if problem:
+        raise BatchError(f"{path}: {problem}" + ("; write a jobs file (docs/batch.md)" if problem == "no such file" else ""))
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BatchError(f"{path}: no such file; write a jobs file (docs/batch.md)") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BatchError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise BatchError(f"{path}: arrays or tables nested too deeply to read; a jobs file needs two levels") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's 4300-digit limit
+        raise BatchError(f"{path}: a value cannot be read ({str(exc)[:120]}); give ordinary numbers") from None
     except OSError as exc:
         raise BatchError(f"{path}: cannot be read ({exc.strerror or exc}); give the jobs file") from None
     problems: list[str] = []
@@ -143,14 +158,15 @@ def read_jobs(path: str | os.PathLike) -> list[Job]:
         own = set(entry) if k else set(merged)  # a default's problem is reported once, under [defaults]
         for key, value in merged.items():
             if key in EXPORT_OPTIONS:
-                if value not in EXPORT_OPTIONS[key] and key in own:
-                    problems.append(f"{where}: {key} = {value!r}: choose one of "
+                # the type too: 2.0 == 2, but an FMI version is a whole number
+                if not any(type(value) is type(c) and value == c for c in EXPORT_OPTIONS[key]) and key in own:
+                    problems.append(f"{where}: {key} = {_short(value)}: choose one of "
                                     f"{', '.join(map(str, EXPORT_OPTIONS[key]))}")
                 export_opts[key] = value
             elif key in fields:
                 bad = _type_problem(fields[key], value)
                 if bad and key in own:
-                    problems.append(f"{where}: {key} = {value!r}: must be {bad}")
+                    problems.append(f"{where}: {key} = {_short(value)}: must be {bad}")
                 train_opts[key] = tuple(value) if isinstance(value, list) else value
             elif key in own:
                 known = sorted([*fields, *EXPORT_OPTIONS, "reducer"])
@@ -180,11 +196,20 @@ def read_jobs(path: str | os.PathLike) -> list[Job]:
             paths = []
             for v in values:
                 if not isinstance(v, str):
-                    problems.append(f"{where}: {key}: {v!r} is not a path")
+                    problems.append(f"{where}: {key}: {_short(v)} is not a path")
                     continue
-                p = (base / v).resolve()
-                if not p.is_file():
-                    problems.append(f"{where}: {key}: {p}: " + ("not a file" if p.exists() else "no such file"))
+                if "\0" in v:
+                    problems.append(f"{where}: {key}: {_short(v)}: a path cannot hold a NUL character")
+                    continue
+                try:
+                    p = (base / v).resolve()
+                    is_file, exists = p.is_file(), p.exists()
+                except (OSError, ValueError) as exc:  # a name too long for the file system, ...
+                    problems.append(f"{where}: {key}: {_short(v)}: not a usable path "
+                                    f"({getattr(exc, 'strerror', None) or exc}); give an existing file")
+                    continue
+                if not is_file:
+                    problems.append(f"{where}: {key}: {p}: " + ("not a file" if exists else "no such file"))
                 paths.append(str(p))
             files[key] = paths
         if any(p.startswith(where) for p in problems):
@@ -283,11 +308,22 @@ def run_batch(convert: Callable, jobs_file, out, *, ray_address: str | None = No
     lists the finished jobs)."""
     from .executors import RayPool
 
+    from ..reducers.base import whole_number_problem
+
+    cpus_problem = None if num_cpus is None else whole_number_problem("--cpus", num_cpus, 1, what="a number of CPUs")
+    if cpus_problem:
+        raise BatchError(cpus_problem)
     jobs = read_jobs(jobs_file)
     out = Path(out).resolve()  # the tasks may run in other working directories (Ray)
     if out.exists() and not out.is_dir():
         raise BatchError(f"{out}: is a file; give a directory for the outputs")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".mc2fmu-write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise BatchError(f"{out}: cannot hold the outputs ({exc.strerror or exc}); give a folder you can write") from None
     for stale in out.glob(".*.partial-*"):  # a task that died without cleaning up
         shutil.rmtree(stale, ignore_errors=True)
     hashes = {j.name: j.content_hash() for j in jobs}

@@ -79,6 +79,28 @@ class LocalPool:
         self._pool.shutdown(wait=wait_for_tasks, cancel_futures=True)
 
 
+#: seconds to wait for a Ray cluster's port to accept a connection
+CONNECT_TIMEOUT = 10.0
+
+
+def unreachable(address: str, timeout: float = CONNECT_TIMEOUT) -> str | None:
+    """Why nothing answers at a Ray address (None: its port accepts a TCP connection, or the
+    address is not ``[ray://]HOST:PORT``, which ``ray.init`` then judges itself).  Checked
+    before ``ray.init``, which otherwise retries for many minutes."""
+    import socket
+
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return None
+    except (OSError, ValueError, OverflowError) as exc:
+        return f"nothing answers at {host}:{port} ({getattr(exc, 'strerror', None) or exc})"
+
+
 class RayPool:
     """Ray tasks, one CPU and ``threads`` torch threads each.  ``address`` None: a local Ray
     instance (started here, stopped by ``close``), on the loopback only."""
@@ -90,6 +112,11 @@ class RayPool:
             raise ClusterError("Ray is not installed: install the extra with `pip install -e \".[cluster]\"` "
                                "(or `pip install ray`)") from None
         self.ray, self.threads, self.started = ray, threads, False
+        if address:
+            reach_problem = unreachable(address)
+            if reach_problem:
+                raise ClusterError(f"--ray {address}: {reach_problem}; check the address (ray://HOST:10001 or "
+                                   "HOST:6379) and that the cluster is running")
         try:
             if address:
                 ray.init(address=address, log_to_driver=False, logging_level="ERROR")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,6 +104,41 @@ def reducer_entry(name: str) -> ReducerEntry:
 
 
 # ------------------------------------------------------------------ config <-> command line
+
+
+#: the largest seed: torch's and numpy's generators take 64-bit seeds, the checkpoint a signed one
+SEED_MAX = 2**63 - 1
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def whole_number_problem(flag: str, value, low: int, high: int | None = None, what: str = "") -> str | None:
+    """The message for an option that must be a whole number in ``low .. high`` (None: fits)."""
+    if _is_whole(value) and value >= low and (high is None or value <= high):
+        return None
+    # (a whole number past 4300 digits cannot even be printed: Python's int-to-string limit)
+    shown = f"a {value.bit_length()}-bit number" if _is_whole(value) and value.bit_length() > 96 else repr(value)
+    rule = f">= {low}" if high is None else f"in {low} .. {high}" if high - low > 1 else f"{low} or {high}"
+    return f"{flag}: {shown} is not {what or 'allowed'}: give a whole number {rule}"
+
+
+def positive_number_problem(flag: str, value, what: str) -> str | None:
+    """The message for an option that must be a finite number > 0 (None: fits)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return None if ok else f"{flag}: {value!r} is not {what}: give a finite number > 0"
+
+
+def widths_problem(flag: str, widths) -> str | None:
+    """The message for hidden widths that are not whole numbers >= 1 (None: fit; empty: no hidden layer)."""
+    if isinstance(widths, (tuple, list)) and all(_is_whole(w) and w >= 1 for w in widths):
+        return None
+    return f"{flag}: {widths!r} are not layer widths: give whole numbers >= 1, e.g. 64,64"
+
+
+def seed_problem(flag: str, value) -> str | None:
+    return whole_number_problem(flag, value, 0, SEED_MAX, "a seed")
 
 
 def int_list(text: str) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import field
 
 from ..errors import ModelError, TrainingError
-from .base import name_list
+from .base import name_list, seed_problem
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,9 @@ def chart_problems(config) -> list[str]:
         problems.append(f"--dof {dof}: the number of minimal coordinates must be >= 1 (or auto)")
     elif isinstance(dof, int) and config.coords and len(config.coords) != dof:
         problems.append(f"--coords names {len(config.coords)} column(s) but --dof is {dof}; give one column per DOF")
+    seed = seed_problem("--seed", config.seed)
+    if seed:
+        problems.append(seed)
     return problems
 
 

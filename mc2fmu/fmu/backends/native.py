@@ -45,6 +45,7 @@ import math
 import os
 import shutil
 import struct
+import re
 import subprocess
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -471,6 +472,27 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     return [names[0], "mc2fmu_model.h", *names[1:]]
 
 
+def finite_math_problem(platform: Platform | None = None) -> str | None:
+    """Why the compiler and flags of ``platform`` cannot build an FMU (None: they can): they
+    assume finite maths (``__FINITE_MATH_ONLY__`` 1: ``-ffinite-math-only``, ``-ffast-math``,
+    ``-Ofast``, or the same inside a ``$CC`` wrapper), under which every NaN and infinity check
+    of the FMU compiles away and a NaN input is taken with OK.  Asked of the compiler itself."""
+    platform = platform or PLATFORMS[host_name()]
+    cmd = [compiler(platform), *cflags(), *platform.flags, "-dM", "-E", "-x", "c", "-"]
+    try:
+        proc = subprocess.run(cmd, input="", capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the C compiler for {platform.name} cannot be run ({exc})"
+    if proc.returncode != 0:
+        return None  # the build reports the compiler's own error
+    if re.search(r"^#define __FINITE_MATH_ONLY__ 1\s*$", proc.stdout, re.M):
+        return (f"the C compiler and flags for {platform.name} assume finite maths (__FINITE_MATH_ONLY__ is 1: "
+                f"-ffinite-math-only, -ffast-math or -Ofast, in $MC2FMU_CFLAGS or a $CC wrapper; flags "
+                f"{' '.join(cflags())}): the FMU's checks for NaN and infinite values would be compiled away; "
+                "remove those flags")
+    return None
+
+
 def compile_library(source: Path, out: Path, *, extra: list[str] | None = None, platform: Platform | None = None,
                     program: bool = False) -> list[str]:
     """Compile one translation unit into a shared library (or, ``program``, an executable) for
@@ -753,6 +775,9 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     files = write_sources(artifact, variables, sources, fmi_version=fmi_version, token=token, ident=ident,
                           interface=interface)
     platforms = resolve(platforms)
+    problems = [problem for problem in map(finite_math_problem, platforms) if problem]
+    if problems:
+        raise ExportError(problems)
     records = _selftest_records(artifact, 16)  # the same points and references for every platform
 
     def build(p: Platform) -> dict[str, Any]:

@@ -11,7 +11,14 @@ from ...errors import TrainingError
 from ...models.mlp import ACTIVATIONS
 from ...models.step_maps import STEP_MAPS
 from ...models.terms import DEFAULT_GROUPS, GROUPS, parse_groups
-from ..base import int_list, name_list
+from ..base import (
+    int_list,
+    name_list,
+    positive_number_problem,
+    seed_problem,
+    whole_number_problem,
+    widths_problem,
+)
 
 #: the two losses; "sim" is the default
 LOSSES = {
@@ -218,10 +225,23 @@ class TrainConfig:
                             "window of the runs) or auto")
         if not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1:
             problems.append(f"--seeds {self.seeds}: the number of seeds must be a whole number >= 1")
-        if self.identify_iters < 0:
-            problems.append(f"--identify-iters {self.identify_iters}: must be >= 0")
-        if self.rollout_steps < 0:
-            problems.append(f"--rollout {self.rollout_steps}: the number of rollout steps must be >= 0 (0: off)")
+        for problem in (
+                positive_number_problem("--lr", self.adam_lr, "a learning rate"),
+                whole_number_problem("--adam-epochs", self.adam_epochs, 0, what="a number of Adam epochs"),
+                whole_number_problem("--lbfgs-iters", self.lbfgs_iters, 0, what="a number of L-BFGS iterations"),
+                whole_number_problem("--identify-iters", self.identify_iters, 0, what="a number of iterations"),
+                whole_number_problem("--rollout", self.rollout_steps, 0, what="a number of rollout steps (0: off)"),
+                whole_number_problem("rigidity_points", self.rigidity_points, 1, what="a number of latent points"),
+                seed_problem("--seed", self.seed),
+                widths_problem("--hidden", self.hidden),
+                widths_problem("--encoder-hidden", self.encoder_hidden)):
+            if problem:
+                problems.append(problem)
+        if not (isinstance(self.validation_fraction, (int, float)) and 0 < self.validation_fraction < 1):
+            problems.append(f"validation_fraction: {self.validation_fraction!r} is not a share of the triplets: give a "
+                            "number between 0 and 1 (default 0.05)")
+        if not (isinstance(self.scale_floor, (int, float)) and 0 <= self.scale_floor < 1):
+            problems.append(f"scale_floor: {self.scale_floor!r}: give a number in [0, 1) (default 1e-3)")
         if not (math.isfinite(self.lbfgs_floor) and self.lbfgs_floor >= 0):
             problems.append(f"--lbfgs-floor {self.lbfgs_floor}: the loss floor must be a finite number >= 0 (0: off)")
         if not isinstance(self.lbfgs_subset, int) or isinstance(self.lbfgs_subset, bool) or self.lbfgs_subset < 1:

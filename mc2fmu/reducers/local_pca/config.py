@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ...errors import TrainingError
 from ...models.local_linear import DEFAULT_EPS
+from ..base import whole_number_problem
 from ..chart import chart_problems, coords_field, dof_field, from_field, seed_field
 
 #: the default cluster count, and the fewest samples a default cluster is given.  Measured
@@ -34,10 +35,10 @@ class LocalPcaConfig:
 
     def validate(self) -> None:
         problems = chart_problems(self)
-        if self.clusters < 0:
-            problems.append(f"--clusters {self.clusters}: must be >= 1 (0: the default)")
-        if self.modes < 0:
-            problems.append(f"--modes {self.modes}: must be >= 1 (0: the DOF)")
+        for problem in (whole_number_problem("--clusters", self.clusters, 0, what="a number of clusters (0: the default)"),
+                        whole_number_problem("--modes", self.modes, 0, what="a number of modes (0: the DOF)")):
+            if problem:
+                problems.append(problem)
         if not (math.isfinite(self.eps) and 0 < self.eps < 1):
             problems.append(f"--eps {self.eps}: must be in (0, 1)")
         if problems:

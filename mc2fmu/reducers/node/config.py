@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import TrainingError
-from ..base import int_list
+from ..base import int_list, whole_number_problem, widths_problem
 from ..chart import chart_problems, coords_field, dof_field, from_field, seed_field
 
 
@@ -24,7 +24,9 @@ class NodeReducerConfig:
 
     def validate(self) -> None:
         problems = chart_problems(self)
-        if self.node_epochs < 1:
-            problems.append(f"--node-epochs {self.node_epochs}: must be >= 1")
+        for problem in (whole_number_problem("--node-epochs", self.node_epochs, 1, what="a number of epochs"),
+                        widths_problem("--node-hidden", self.node_hidden)):
+            if problem:
+                problems.append(problem)
         if problems:
             raise TrainingError(problems)
