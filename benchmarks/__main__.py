@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "fmu_comm_steps": ["four_bar", "slider_crank", "--models", BENCH],
     "fmu_host_safety": [f"{BENCH}/four_bar-autoencoder-w1"],
     "fmu_misuse": [],
+    "fuzz_inputs": [],
     "seeds": ["four_bar", "slider_crank", "macpherson", "two_bar", "spatial_four_bar", "five_bar", "three_rrr",
               "--k", "4"],
     "compare_reducers": ["--reuse", BENCH + "/{name}-autoencoder-w1"],

@@ -900,6 +900,24 @@ class _CliLogFormatter(logging.Formatter):
         return "\n".join(for_terminal(record.getMessage(), f"{record.levelname.lower()}: "))
 
 
+def _written_beside(command: str, output: Path) -> list[tuple[Path, str]]:
+    """The paths a command writes for ``-o OUTPUT``, with what each is (their names are checked
+    up front): the output, and beside it ``train``'s checkpoint and seed folders, ``convert``'s
+    model and report directories and the model's checkpoint."""
+    from .pipeline import side_paths
+    from .reducers.base import checkpoint_path
+
+    paths = [(output, "")]
+    if command == "train":
+        paths += [(checkpoint_path(output), "the training checkpoint's name"),
+                  (output.with_name(output.name + ".seeds"), "the seeds folder's name")]
+    elif command == "convert":
+        model, report = side_paths(output)
+        paths += [(model, "the model directory's name"), (report, "the report directory's name"),
+                  (checkpoint_path(model), "the training checkpoint's name")]
+    return paths
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -925,9 +943,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .errors import OutputError
             from .files import output_name_problem
 
-            problem = output_name_problem(output)
-            if problem:
-                raise OutputError(f"{output}: {problem}")
+            for path, what in _written_beside(args.command, Path(output)):
+                problem = output_name_problem(path)
+                if problem:
+                    raise OutputError(f"{output}: {problem}" + (f" (in {what}, {path.name[-30:]})" if what else ""))
         return int(args.func(args) or 0)
     except Mc2fmuError as exc:
         for line in problem_lines(exc.problems):

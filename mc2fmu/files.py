@@ -61,12 +61,13 @@ def output_name_problem(path: str | os.PathLike) -> str | None:
         except (OSError, ValueError):  # a name too long to look up
             return False
 
-    existing = next((a for a in [p, *p.parents] if exists(a)), Path("/"))
+    existing = next((a for a in [p, *p.parents] if exists(a)), Path(p.anchor or "/"))
     try:
         limit = os.pathconf(existing if existing.is_dir() else existing.parent, "PC_NAME_MAX")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # (no pathconf on Windows)
         limit = NAME_MAX
-    for part in p.parts:
+    new = p.parts[len(existing.parts):] if p != existing else ()
+    for part in new:  # the names still to be made (an existing one is the file system's own)
         if len(os.fsencode(part)) > limit:
             shown = part if len(part) <= 40 else part[:37] + "..."
             return (f"the name '{shown}' has {len(os.fsencode(part))} bytes; this file system allows {limit}: "

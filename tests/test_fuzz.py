@@ -372,14 +372,18 @@ def _jobs_file(tmp_path: Path, reference_run, extra: str = "", name: str = "a", 
 
 
 @pytest.mark.parametrize("line, fragment", [
-    ("adam_lr = nan", "--lr: nan is not a learning rate"),
-    ("adam_lr = -1", "--lr: -1 is not a learning rate"),
-    ("adam_epochs = -5", "--adam-epochs: -5"),
-    ("lbfgs_iters = -5", "--lbfgs-iters: -5"),
-    ("hidden = [0]", "--hidden: (0,) are not layer widths"),
-    ("hidden = [-5, 32]", "--hidden: (-5, 32) are not layer widths"),
-    ("seed = -1", "--seed: -1 is not a seed"),
-    (f"seed = {2**64}", "--seed: 18446744073709551616 is not a seed"),
+    ("adam_lr = nan", "adam_lr (--lr): nan is not a learning rate"),
+    ("adam_lr = -1", "adam_lr (--lr): -1 is not a learning rate"),
+    ("adam_lr = 1" + "0" * 400, "adam_lr (--lr): a 1329-bit number is not a learning rate"),
+    ("kappa = 1" + "0" * 400, "kappa (--kappa) 1000"),
+    ("curvature_weight = 1" + "0" * 400, "a loss weight must be a finite number >= 0"),
+    ("adam_epochs = -5", "adam_epochs (--adam-epochs): -5"),
+    ("lbfgs_iters = -5", "lbfgs_iters (--lbfgs-iters): -5"),
+    ("hidden = [0]", "hidden (--hidden): (0,) are not layer widths"),
+    ("hidden = [-5, 32]", "hidden (--hidden): (-5, 32) are not layer widths"),
+    ("seed = -1", "seed (--seed): -1 is not a seed"),
+    (f"seed = {2**64}", "seed (--seed): 18446744073709551616 is not a seed"),
+    (f"seed = {2**63 - 1}\nseeds = 2", "seeds (--seeds) 2: with --seed 9223372036854775807 the last seed passes"),
     ("rigidity_points = 0", "rigidity_points: 0 is not a number of latent points"),
     ("validation_fraction = 2.0", "validation_fraction: 2.0 is not a share of the triplets"),
     ("fmi = 2.0", "fmi = 2.0: choose one of 2, 3"),
@@ -449,6 +453,11 @@ def test_output_names_too_long_are_refused_up_front_and_legal_long_ones_work(tin
     long_name = tmp_path / ("s" * 300 + ".csv")
     _refused(["simulate", model, mech, short, "-o", long_name], capsys,
              "has 304 bytes; this file system allows 255: choose a shorter name")
+    # a legal name whose checkpoint (train) or model directory's checkpoint (convert) would not be
+    _refused(["train", mech, short, "--dof", "1", "-o", tmp_path / ("m" * 245)], capsys,
+             "has 259 bytes; this file system allows 255", "(in the training checkpoint's name")
+    _refused(["convert", mech, short, "--dof", "1", "-o", tmp_path / ("c" * 240 + ".fmu")], capsys,
+             "(in the training checkpoint's name")
     # a legal 240-character Modelica file name: the temporary sibling's name must not make it fail
     name = "M" + "o" * 236
     out = tmp_path / f"{name}.mo"

@@ -101,6 +101,16 @@ def _type_problem(field: dataclasses.Field, value: Any) -> str | None:
     return None
 
 
+def _with_key(line: str, fields: dict[str, dataclasses.Field]) -> str:
+    """A config check's message, which names the command-line option (``--lr: ...``), with the
+    jobs file's key in front (``adam_lr (--lr): ...``)."""
+    m = re.match(r"--[A-Za-z0-9-]+", line)
+    if not m:
+        return line
+    key = next((name for name, f in fields.items() if f.metadata.get("flag") == m.group(0)), None)
+    return f"{key} ({m.group(0)}){line[m.end():]}" if key else line
+
+
 def _short(value: Any) -> str:
     """A value for a message: its repr, cut at 80 characters (and no huge number printed)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 96:
@@ -218,7 +228,7 @@ def read_jobs(path: str | os.PathLike) -> list[Job]:
             config = _make_config(reducer, train_opts)
             config.validate()
         except Mc2fmuError as exc:
-            problems += [f"{where}: {line}" for line in exc.problems]
+            problems += [f"{where}: {_with_key(line, fields)}" for line in exc.problems]
             continue
         problems += [f"{where}: {line}" for line in export_problems(
             Path(f"{name}.fmu"), export_opts.get("backend", "native"), export_opts.get("fmi", 2),

@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import importlib
 import math
+import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,7 +112,29 @@ SEED_MAX = 2**63 - 1
 
 
 def _is_whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """A whole number (numpy's included), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np_bool()))
+
+
+def np_bool():
+    try:
+        import numpy as np
+
+        return np.bool_
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return bool
+
+
+def finite_number(value) -> float | None:
+    """``value`` as a finite float, or None when it is not a finite real number (a bool, text,
+    a whole number too large for a float: no exception)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np_bool())):
+        return None
+    try:
+        v = float(value)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def whole_number_problem(flag: str, value, low: int, high: int | None = None, what: str = "") -> str | None:
@@ -119,15 +142,18 @@ def whole_number_problem(flag: str, value, low: int, high: int | None = None, wh
     if _is_whole(value) and value >= low and (high is None or value <= high):
         return None
     # (a whole number past 4300 digits cannot even be printed: Python's int-to-string limit)
-    shown = f"a {value.bit_length()}-bit number" if _is_whole(value) and value.bit_length() > 96 else repr(value)
+    shown = f"a {int(value).bit_length()}-bit number" if _is_whole(value) and int(value).bit_length() > 96 else repr(value)
     rule = f">= {low}" if high is None else f"in {low} .. {high}" if high - low > 1 else f"{low} or {high}"
     return f"{flag}: {shown} is not {what or 'allowed'}: give a whole number {rule}"
 
 
 def positive_number_problem(flag: str, value, what: str) -> str | None:
     """The message for an option that must be a finite number > 0 (None: fits)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    return None if ok else f"{flag}: {value!r} is not {what}: give a finite number > 0"
+    v = finite_number(value)
+    if v is not None and v > 0:
+        return None
+    shown = f"a {int(value).bit_length()}-bit number" if _is_whole(value) and int(value).bit_length() > 96 else repr(value)
+    return f"{flag}: {shown} is not {what}: give a finite number > 0"
 
 
 def widths_problem(flag: str, widths) -> str | None:

@@ -793,7 +793,7 @@ def _write_outputs(out_dir: Path, toml: str, runs, body_names, input_names, mech
     fresh = not out_dir.exists()
     if fresh:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".part", dir=out_dir.parent if fresh else out_dir))
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name[:40]}.", suffix=".part", dir=out_dir.parent if fresh else out_dir))
     rel = [Path("mechanism.toml")] + [Path("runs") / f"{stem}{RUN_SUFFIX}" for stem, *_ in runs]
     try:
         (staging / rel[0]).write_text(toml, encoding="utf-8")

@@ -12,6 +12,8 @@ from ...models.mlp import ACTIVATIONS
 from ...models.step_maps import STEP_MAPS
 from ...models.terms import DEFAULT_GROUPS, GROUPS, parse_groups
 from ..base import (
+    SEED_MAX,
+    finite_number,
     int_list,
     name_list,
     positive_number_problem,
@@ -217,7 +219,7 @@ class TrainConfig:
                 parse_groups(self.identify)
             except ValueError as exc:
                 problems.append(f"--identify {exc}")
-        if not (math.isfinite(self.kappa) and 0 <= self.kappa < 1):
+        if not ((k := finite_number(self.kappa)) is not None and 0 <= k < 1):
             problems.append(f"--kappa {self.kappa}: the relative threshold must be in [0, 1)")
         if self.samples != "auto" and (not isinstance(self.samples, int) or isinstance(self.samples, bool)
                                        or self.samples < 0):
@@ -233,23 +235,27 @@ class TrainConfig:
                 whole_number_problem("--rollout", self.rollout_steps, 0, what="a number of rollout steps (0: off)"),
                 whole_number_problem("rigidity_points", self.rigidity_points, 1, what="a number of latent points"),
                 seed_problem("--seed", self.seed),
+                # the seeds trained are --seed .. --seed + --seeds - 1
+                (None if not (isinstance(self.seed, int) and isinstance(self.seeds, int)) or not 0 <= self.seed <= SEED_MAX
+                 or self.seed + self.seeds - 1 <= SEED_MAX else f"--seeds {self.seeds}: with --seed {self.seed} the last seed passes {SEED_MAX}: "
+                 "give a smaller --seed"),
                 widths_problem("--hidden", self.hidden),
                 widths_problem("--encoder-hidden", self.encoder_hidden)):
             if problem:
                 problems.append(problem)
-        if not (isinstance(self.validation_fraction, (int, float)) and 0 < self.validation_fraction < 1):
+        if not ((vf := finite_number(self.validation_fraction)) is not None and 0 < vf < 1):
             problems.append(f"validation_fraction: {self.validation_fraction!r} is not a share of the triplets: give a "
                             "number between 0 and 1 (default 0.05)")
-        if not (isinstance(self.scale_floor, (int, float)) and 0 <= self.scale_floor < 1):
+        if not ((sf := finite_number(self.scale_floor)) is not None and 0 <= sf < 1):
             problems.append(f"scale_floor: {self.scale_floor!r}: give a number in [0, 1) (default 1e-3)")
-        if not (math.isfinite(self.lbfgs_floor) and self.lbfgs_floor >= 0):
+        if not ((f := finite_number(self.lbfgs_floor)) is not None and f >= 0):
             problems.append(f"--lbfgs-floor {self.lbfgs_floor}: the loss floor must be a finite number >= 0 (0: off)")
         if not isinstance(self.lbfgs_subset, int) or isinstance(self.lbfgs_subset, bool) or self.lbfgs_subset < 1:
             problems.append(f"--lbfgs-subset {self.lbfgs_subset}: give a whole number >= 1 (1: every training "
                             "triplet from the start)")
-        if not (math.isfinite(self.lbfgs_tol) and 0 <= self.lbfgs_tol < 1):
+        if not ((t := finite_number(self.lbfgs_tol)) is not None and 0 <= t < 1):
             problems.append(f"--lbfgs-tol {self.lbfgs_tol}: the relative improvement must be in [0, 1) (0: no early stop)")
-        if not (math.isfinite(self.hull_tol) and 0 <= self.hull_tol < 1):
+        if not ((h := finite_number(self.hull_tol)) is not None and 0 <= h < 1):
             problems.append(f"hull_tol {self.hull_tol}: must be in [0, 1) (0: no hull)")
         for name in ("rec_weight", "dyn_weight", "vel_weight", "acc_weight", "rollout_weight", "rigidity_weight",
                      "curvature_weight", "gauge_weight"):
@@ -259,7 +265,7 @@ class TrainConfig:
             if isinstance(w, str):
                 problems.append(f"--{name.replace('_', '-')} {w!r}: a loss weight must be a number >= 0 or auto")
                 continue
-            if not (math.isfinite(w) and w >= 0):
+            if not ((fw := finite_number(w)) is not None and fw >= 0):
                 problems.append(f"--{name.replace('_', '-')} {w}: a loss weight must be a finite number >= 0")
         if problems:
             raise TrainingError(problems)

@@ -2,9 +2,9 @@
 
 A term (:class:`LossTerm`) carries everything about it: its short ``name`` (the key of the
 training record and checkpoints), the config field of its weight (``option``; the field's
-metadata is its command-line option), its progress ``label`` and its ``title`` in the
-training summary, the weight a checkpoint saved
-before the term existed counts as (``before``), whether it belongs to the fit the stopping
+metadata is its command-line option where it has one: ``rec_weight`` has none, and L_gauge's
+``auto`` resolves through :attr:`TrainConfig.gauge`), its progress ``label`` and its ``title``
+in the training summary, the weight a checkpoint saved before the term existed counts as (``before``), whether it belongs to the fit the stopping
 rule watches (``in_fit``), when it is on (:meth:`LossTerm.active`) and its two forms: in the
 decoder's hull coordinates (:meth:`LossTerm.hull`, the training default) and in natural
 coordinates (:meth:`LossTerm.natural`, a decoder without a hull).  :data:`TERMS` lists them;
@@ -12,8 +12,9 @@ the trainer, the progress line, the training summary and checkpoint compatibilit
 list.  A new term is one class here, added to :data:`TERMS`, plus its test.
 
 Every term is divided per coordinate by its data spread, so that every term counts.  What
-several terms read (the encoded triplet, the decoded triplet, the dynamics at the middle
-sample) is computed once per evaluation, on first use (:class:`Evaluation`).
+several terms read (the encoded triplet, L_rec's decoded triplet, whose middle sample and
+last one L_dyn reads, the dynamics at the middle sample) is computed once per evaluation, on
+first use (:class:`Evaluation`); L_curv decodes the triplet again (see :class:`Curvature`).
 
 With a hull decoder (``x = x_mean + P y``) the one-step terms are taken in hull coordinates:
 for ``x`` in the hull, ``|(P y - (x - x_mean)) / x_scale|^2 = |y - y(x)|^2`` with ``y(x) = P^T

@@ -1,6 +1,6 @@
 """The ``autoencoder`` reducer (seed 000): a physics-informed autoencoder learns the minimal
 coordinates (or takes known ones, ``coords``) and the decoder manifold the NC physics is
-projected on.  It trains torch modules (:mod:`.training`) and hands over the numpy run-time
+projected on.  It trains torch modules (:mod:`.trainer`) and hands over the numpy run-time
 :class:`~mc2fmu.models.manifold.ManifoldModel`, with its ONNX graphs (checked against torch)
 as resources for the python FMU backend."""
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ...errors import TrainingError
 from ...models.local_linear import DEFAULT_EPS
-from ..base import whole_number_problem
+from ..base import finite_number, whole_number_problem
 from ..chart import chart_problems, coords_field, dof_field, from_field, seed_field
 
 #: the default cluster count, and the fewest samples a default cluster is given.  Measured
@@ -39,7 +39,7 @@ class LocalPcaConfig:
                         whole_number_problem("--modes", self.modes, 0, what="a number of modes (0: the DOF)")):
             if problem:
                 problems.append(problem)
-        if not (math.isfinite(self.eps) and 0 < self.eps < 1):
+        if not ((e := finite_number(self.eps)) is not None and 0 < e < 1):
             problems.append(f"--eps {self.eps}: must be in (0, 1)")
         if problems:
             raise TrainingError(problems)
