@@ -58,15 +58,20 @@ def closure_cost(folder: Path, dof: int, repeats: int) -> dict:
 
     out = {"bodies": len(ds.layout.bodies), "n_x": ds.layout.size, "hull": model.hull_dim, "params": sum(p.numel() for p in params)}
     for name, fn in (("closure", closure), ("forward", forward)):
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        out[name] = 1e3 * statistics.median(times)
+        out[name] = median_ms(fn, repeats)
     return out
+
+
+def median_ms(fn, repeats: int) -> float:
+    """The median wall-clock milliseconds of ``repeats`` calls of ``fn`` after three warm-up calls."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
 
 
 def main() -> int:

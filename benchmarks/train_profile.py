@@ -28,7 +28,6 @@ coordinates).  One job on the machine: the figures are wall-clock times.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.loss_cost import median_ms  # noqa: E402
 from benchmarks.train_accuracy import DOF, KNOWN, ensure_runs  # noqa: E402
 from mc2fmu.data.dataset import load_training_data  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
@@ -87,17 +87,6 @@ def profile_run(ds, cfg: TrainConfig) -> tuple[dict, Training]:
             "ms_iter": per(lb), "closures_iter": clock.calls.get("closure", 0) / max(iters, 1),
             "closure_ms_iter": per(closure), "record_ms_iter": per(rec), "optimiser_ms_iter": per(lb - closure - rec),
             "val": result.metrics["val_loss"]}, tr
-
-
-def median_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
 
 
 def evaluation_pieces(tr: Training, repeats: int) -> dict:

@@ -688,7 +688,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
             setattr(args, name, default)
     if args.format == "casadi":
         from .control.casadi_export import export_casadi
-        from .errors import ExportError
 
         if args.mechanism is not None:
             raise ExportError(f"--mechanism {args.mechanism}: --format casadi exports the trained physical "

@@ -16,30 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from mc2fmu.mechanics.natural import ForceModel
-
-from .test_train import _interrupted_checkpoint, run_cli
+from .test_train import _interrupted_checkpoint, ellipse_autoencoder, run_cli
 
 F64 = torch.float64
-
-
-def _ellipse_model(mass: float = 1.0, force=(0.0, 0.0)):
-    """A point on the ellipse ``x = c + A (cos q, sin q)`` (mass ``mass``, a constant force):
-    an exact decoder and encoder (linear layers, an angle-type coordinate), as closed forms."""
-    from mc2fmu.reducers.autoencoder.torch_model import Decoder, NeuralEncoder, TorchManifoldModel
-
-    A = np.array([[0.7, -0.2], [0.3, 0.5]])
-    c = np.array([0.1, -0.4])
-    dec = Decoder(1, 2, (), "tanh", [True], np.zeros(1), np.ones(1), np.zeros(2), np.ones(2))
-    enc = NeuralEncoder(2, 1, (), "tanh", [True], np.zeros(2), np.ones(2))
-    Ai = np.linalg.inv(A)
-    with torch.no_grad():
-        dec.net.layers[0].weight.copy_(torch.as_tensor(A))
-        dec.net.layers[0].bias.copy_(torch.as_tensor(c))
-        enc.net.layers[0].weight.copy_(torch.as_tensor(Ai))
-        enc.net.layers[0].bias.copy_(torch.as_tensor(-Ai @ c))
-    forces = ForceModel(np.asarray(force, dtype=float), np.zeros((2, 0)), np.zeros((0, 2, 2)))
-    return TorchManifoldModel(dec, enc, mass * np.eye(2), forces, "centred"), torch.as_tensor(A), torch.as_tensor(c)
 
 
 def _path_windows(A, c, dt=2e-3, T=1.0):
@@ -66,7 +45,7 @@ def _loss(model, a_scale=(1.0, 1.0), x_scale=(1.0, 1.0), **cfg):
 def test_reconstruction_term_is_the_scaled_decoding_error():
     """An exact autoencoder reconstructs to rounding; a decoder shifted by a constant ``delta``
     gives ``mean((delta / x_scale)^2)`` over the triplets' samples and the coordinates."""
-    model, A, c = _ellipse_model()
+    model, A, c = ellipse_autoencoder()
     W, _, _ = _path_windows(A, c)
     x_scale = np.array([0.5, 2.0])
     loss = _loss(model, x_scale=x_scale)
@@ -85,7 +64,7 @@ def test_dynamics_term_is_the_decoded_acceleration_error():
     the reduced dynamics ``qddot = (J^T f - m J^T H qdot^2) / (m J^T J)`` (to the step's
     O(dt^2)).  Zero force and the path's own acceleration: a second check of the sign."""
     mass, f = 2.0, np.array([0.3, -1.1])
-    model, A, c = _ellipse_model(mass, f)
+    model, A, c = ellipse_autoencoder(mass, f)
     W, q_all, qd_all = _path_windows(A, c, dt=1e-3)
     a_scale = np.array([2.0, 0.5])
     with torch.no_grad():

@@ -227,9 +227,10 @@ def test_one_step_rollout_of_the_paper_map_is_the_dynamics_term(toy_mechanism, t
     assert float(parts["roll"]) == pytest.approx(float(parts["dyn"]), rel=1e-12)
 
 
-def _spinning_bar_autoencoder():
-    """An exact autoencoder for a point on a bar spinning in a plane: ``x = c + A (cos q, sin q)``,
-    ``q = atan2(A^-1 (x - c))`` (linear layers, angle-type coordinate)."""
+def ellipse_autoencoder(mass: float = 1.0, force=(0.0, 0.0)):
+    """An exact autoencoder for a point on the ellipse ``x = c + A (cos q, sin q)`` (a bar
+    spinning in a plane), ``q = atan2(A^-1 (x - c))`` (linear layers, an angle-type coordinate),
+    of mass ``mass`` under a constant ``force``: the model, ``A`` and ``c`` (tensors)."""
     from mc2fmu.reducers.autoencoder.torch_model import Decoder, NeuralEncoder, TorchManifoldModel
 
     A = np.array([[0.7, -0.2], [0.3, 0.5]])
@@ -242,12 +243,16 @@ def _spinning_bar_autoencoder():
         dec.net.layers[0].bias.copy_(torch.as_tensor(c))
         enc.net.layers[0].weight.copy_(torch.as_tensor(Ai))
         enc.net.layers[0].bias.copy_(torch.as_tensor(-Ai @ c))
-    z = np.zeros
-    model = TorchManifoldModel(dec, enc, np.eye(2), ForceModel(z(2), z((2, 0)), z((0, 2, 2))), "centred")
+    forces = ForceModel(np.asarray(force, dtype=float), np.zeros((2, 0)), np.zeros((0, 2, 2)))
+    return TorchManifoldModel(dec, enc, mass * np.eye(2), forces, "centred"), torch.as_tensor(A), torch.as_tensor(c)
+
+
+def _spinning_bar_autoencoder():
+    """:func:`ellipse_autoencoder` (unit mass, no force) and samples of a path through +-pi."""
+    model, At, c = ellipse_autoencoder()
     t = torch.linspace(0, 2, 41, dtype=torch.float64)
     q, qd, qdd = 0.3 + 2 * t + 1.5 * t**2, 2 + 3 * t, 3 + 0 * t  # through +-pi: the atan2 branch cut
     cs, sc = torch.stack([torch.cos(q), torch.sin(q)], 1), torch.stack([-torch.sin(q), torch.cos(q)], 1)
-    At = torch.as_tensor(A)
     x = torch.as_tensor(c) + cs @ At.T
     xd = qd[:, None] * (sc @ At.T)
     xdd = qdd[:, None] * (sc @ At.T) - (qd**2)[:, None] * (cs @ At.T)

@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 from ..errors import Mc2fmuError
 from ..files import atomic_output, digest, file_problem, json_safe
+from ..reducers.base import shown, whole_number_problem
 
 SUMMARY = "summary.json"
 INDEX = "index.html"
@@ -111,14 +112,6 @@ def _with_key(line: str, fields: dict[str, dataclasses.Field]) -> str:
     return f"{key} ({m.group(0)}){line[m.end():]}" if key else line
 
 
-def _short(value: Any) -> str:
-    """A value for a message: its repr, cut at 80 characters (and no huge number printed)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 96:
-        return f"a {value.bit_length()}-bit number"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def read_jobs(path: str | os.PathLike) -> list[Job]:
     """Parse and check the jobs file; every problem at once, each naming the entry and the key."""
     from ..fmu.export import export_problems
@@ -170,13 +163,13 @@ def read_jobs(path: str | os.PathLike) -> list[Job]:
             if key in EXPORT_OPTIONS:
                 # the type too: 2.0 == 2, but an FMI version is a whole number
                 if not any(type(value) is type(c) and value == c for c in EXPORT_OPTIONS[key]) and key in own:
-                    problems.append(f"{where}: {key} = {_short(value)}: choose one of "
+                    problems.append(f"{where}: {key} = {shown(value, 80)}: choose one of "
                                     f"{', '.join(map(str, EXPORT_OPTIONS[key]))}")
                 export_opts[key] = value
             elif key in fields:
                 bad = _type_problem(fields[key], value)
                 if bad and key in own:
-                    problems.append(f"{where}: {key} = {_short(value)}: must be {bad}")
+                    problems.append(f"{where}: {key} = {shown(value, 80)}: must be {bad}")
                 train_opts[key] = tuple(value) if isinstance(value, list) else value
             elif key in own:
                 known = sorted([*fields, *EXPORT_OPTIONS, "reducer"])
@@ -206,16 +199,16 @@ def read_jobs(path: str | os.PathLike) -> list[Job]:
             paths = []
             for v in values:
                 if not isinstance(v, str):
-                    problems.append(f"{where}: {key}: {_short(v)} is not a path")
+                    problems.append(f"{where}: {key}: {shown(v, 80)} is not a path")
                     continue
                 if "\0" in v:
-                    problems.append(f"{where}: {key}: {_short(v)}: a path cannot hold a NUL character")
+                    problems.append(f"{where}: {key}: {shown(v, 80)}: a path cannot hold a NUL character")
                     continue
                 try:
                     p = (base / v).resolve()
                     is_file, exists = p.is_file(), p.exists()
                 except (OSError, ValueError) as exc:  # a name too long for the file system, ...
-                    problems.append(f"{where}: {key}: {_short(v)}: not a usable path "
+                    problems.append(f"{where}: {key}: {shown(v, 80)}: not a usable path "
                                     f"({getattr(exc, 'strerror', None) or exc}); give an existing file")
                     continue
                 if not is_file:
@@ -317,8 +310,6 @@ def run_batch(convert: Callable, jobs_file, out, *, ray_address: str | None = No
     name -> result.  Raises KeyboardInterrupt after a clean stop on Ctrl-C (the summary then
     lists the finished jobs)."""
     from .executors import RayPool
-
-    from ..reducers.base import whole_number_problem
 
     cpus_problem = None if num_cpus is None else whole_number_problem("--cpus", num_cpus, 1, what="a number of CPUs")
     if cpus_problem:

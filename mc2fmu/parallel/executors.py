@@ -106,17 +106,16 @@ class RayPool:
     instance (started here, stopped by ``close``), on the loopback only."""
 
     def __init__(self, address: str | None = None, threads: int = TASK_THREADS, num_cpus: int | None = None):
+        reach_problem = unreachable(address) if address else None  # before Ray's import, which takes seconds
+        if reach_problem:
+            raise ClusterError(f"--ray {address}: {reach_problem}; check the address (ray://HOST:10001 or "
+                               "HOST:6379) and that the cluster is running")
         try:
             import ray
         except ImportError:
             raise ClusterError("Ray is not installed: install the extra with `pip install -e \".[cluster]\"` "
                                "(or `pip install ray`)") from None
         self.ray, self.threads, self.started = ray, threads, False
-        if address:
-            reach_problem = unreachable(address)
-            if reach_problem:
-                raise ClusterError(f"--ray {address}: {reach_problem}; check the address (ray://HOST:10001 or "
-                                   "HOST:6379) and that the cluster is running")
         try:
             if address:
                 ray.init(address=address, log_to_driver=False, logging_level="ERROR")

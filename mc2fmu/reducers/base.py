@@ -137,14 +137,22 @@ def finite_number(value) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def shown(value, limit: int | None = None) -> str:
+    """A value as a message shows it: its repr (cut at ``limit`` characters), a whole number of
+    more than 96 bits by its size (past 4300 digits one cannot even be printed: Python's
+    int-to-string limit)."""
+    if _is_whole(value) and int(value).bit_length() > 96:
+        return f"a {int(value).bit_length()}-bit number"
+    text = repr(value)
+    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+
+
 def whole_number_problem(flag: str, value, low: int, high: int | None = None, what: str = "") -> str | None:
     """The message for an option that must be a whole number in ``low .. high`` (None: fits)."""
     if _is_whole(value) and value >= low and (high is None or value <= high):
         return None
-    # (a whole number past 4300 digits cannot even be printed: Python's int-to-string limit)
-    shown = f"a {int(value).bit_length()}-bit number" if _is_whole(value) and int(value).bit_length() > 96 else repr(value)
     rule = f">= {low}" if high is None else f"in {low} .. {high}" if high - low > 1 else f"{low} or {high}"
-    return f"{flag}: {shown} is not {what or 'allowed'}: give a whole number {rule}"
+    return f"{flag}: {shown(value)} is not {what or 'allowed'}: give a whole number {rule}"
 
 
 def positive_number_problem(flag: str, value, what: str) -> str | None:
@@ -152,8 +160,7 @@ def positive_number_problem(flag: str, value, what: str) -> str | None:
     v = finite_number(value)
     if v is not None and v > 0:
         return None
-    shown = f"a {int(value).bit_length()}-bit number" if _is_whole(value) and int(value).bit_length() > 96 else repr(value)
-    return f"{flag}: {shown} is not {what}: give a finite number > 0"
+    return f"{flag}: {shown(value)} is not {what}: give a finite number > 0"
 
 
 def widths_problem(flag: str, widths) -> str | None:

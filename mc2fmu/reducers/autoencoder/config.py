@@ -3,7 +3,6 @@ command-line options (:func:`mc2fmu.reducers.base.add_config_arguments`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -235,14 +234,15 @@ class TrainConfig:
                 whole_number_problem("--rollout", self.rollout_steps, 0, what="a number of rollout steps (0: off)"),
                 whole_number_problem("rigidity_points", self.rigidity_points, 1, what="a number of latent points"),
                 seed_problem("--seed", self.seed),
-                # the seeds trained are --seed .. --seed + --seeds - 1
-                (None if not (isinstance(self.seed, int) and isinstance(self.seeds, int)) or not 0 <= self.seed <= SEED_MAX
-                 or self.seed + self.seeds - 1 <= SEED_MAX else f"--seeds {self.seeds}: with --seed {self.seed} the last seed passes {SEED_MAX}: "
-                 "give a smaller --seed"),
                 widths_problem("--hidden", self.hidden),
                 widths_problem("--encoder-hidden", self.encoder_hidden)):
             if problem:
                 problems.append(problem)
+        # the seeds trained are --seed .. --seed + --seeds - 1 (each checked above)
+        if seed_problem("--seed", self.seed) is None and isinstance(self.seeds, int) and self.seeds >= 1 \
+                and self.seed + self.seeds - 1 > SEED_MAX:
+            problems.append(f"--seeds {self.seeds}: with --seed {self.seed} the last seed passes {SEED_MAX}: give a "
+                            "smaller --seed")
         if not ((vf := finite_number(self.validation_fraction)) is not None and 0 < vf < 1):
             problems.append(f"validation_fraction: {self.validation_fraction!r} is not a share of the triplets: give a "
                             "number between 0 and 1 (default 0.05)")

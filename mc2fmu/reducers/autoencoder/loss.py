@@ -82,11 +82,10 @@ class Evaluation:
         """The decoded triplet (each (B, r) or (B, n))."""
         q_prev, q, q_next = self.triplet
         B = len(q)
-        if self.uses_dynamics:  # the dynamics first: the gradient sums in the order of creation
-            mid = self.dynamics[0].x
-            if self.reduced:  # (in natural coordinates the middle is decoded again)
-                ends = self.decode(torch.cat([q_prev, q_next]))
-                return ends[:B], mid, ends[B:]
+        mid = self._dynamics_middle()
+        if mid is not None:
+            ends = self.decode(torch.cat([q_prev, q_next]))
+            return ends[:B], mid, ends[B:]
         y = self.decode(torch.cat([q_prev, q, q_next]))
         return y[:B], y[B:2 * B], y[2 * B:]
 
@@ -96,15 +95,21 @@ class Evaluation:
         the middle and the next sample are decoded alone)."""
         return not self.linear
 
+    def _dynamics_middle(self) -> Tensor | None:
+        """With the dynamics: they are computed first (the gradient sums in the order of
+        creation), and with a hull decoder their ``y`` is the decoded middle sample (in natural
+        coordinates it is decoded again); None without them."""
+        if not self.uses_dynamics:
+            return None
+        mid = self.dynamics[0].x
+        return mid if self.reduced else None
+
     @cached_property
     def middle(self) -> Tensor:
         if self.needs_triplet:
             return self.decoded[1]
-        if self.uses_dynamics:
-            mid = self.dynamics[0].x
-            if self.reduced:
-                return mid
-        return self.decode(self.triplet[1])
+        mid = self._dynamics_middle()
+        return mid if mid is not None else self.decode(self.triplet[1])
 
     @cached_property
     def next(self) -> Tensor:
