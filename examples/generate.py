@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from .reference import EXCITATIONS, MECHANISMS, run_summary, write_mechanism, write_run_file
+from .reference import ALL, EXCITATIONS, run_summary, write_mechanism, write_run_file
 
 DEFAULT_OUT = Path(__file__).resolve().parent
 
@@ -48,7 +48,7 @@ def report(summaries: list[dict]) -> str:
     """A table of the checks, one block per mechanism."""
     lines = []
     order = {e: i for i, e in enumerate(EXCITATIONS)}
-    for name in [n for n in MECHANISMS if any(s["name"] == n for s in summaries)]:
+    for name in [n for n in ALL if any(s["name"] == n for s in summaries)]:
         rows = sorted((s for s in summaries if s["name"] == name), key=lambda s: order[s["excitation"]])
         first = rows[0]
         lines.append(f"\n{name}: {first['dof']} DOF, {first['redundant']} redundant constraints")
@@ -73,14 +73,14 @@ def report(summaries: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.generate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", metavar="NAME", help=f"mechanisms to generate (default: {' '.join(MECHANISMS)})")
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"mechanisms to generate (default: {' '.join(ALL)})")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: the examples package folder)")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (default: 1)")
     args = parser.parse_args(argv)
-    names = args.names or MECHANISMS
-    unknown = [n for n in names if n not in MECHANISMS]
+    names = args.names or ALL
+    unknown = [n for n in names if n not in ALL]
     if unknown:
-        parser.error(f"unknown mechanism(s) {', '.join(unknown)}; choose from {', '.join(MECHANISMS)}")
+        parser.error(f"unknown mechanism(s) {', '.join(unknown)}; choose from {', '.join(ALL)}")
 
     start = time.perf_counter()
     try:

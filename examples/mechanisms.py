@@ -622,6 +622,99 @@ def macpherson_nl() -> Model:
                            "exported, vertical force at the wheel centre")
 
 
+# ---------------------------------------------------------------------------- 6-UPS platform
+
+
+def hexapod() -> Model:
+    """A 6-UPS motion platform (gravity -z), 6 DOF: forces and torques on the platform.
+
+    Geometry: six base points on a circle of radius 0.5 m at 14 deg either side of 0, 120
+    and 240 deg (z = 0); six platform points on a circle of radius 0.4 m at 10 deg either
+    side of 60, 180 and 300 deg, the platform's centre 0.55 m above the base's in the
+    reference configuration; leg i joins base point i to the nearer platform point of the
+    neighbouring pair (legs leaning about 28 deg from the vertical, alternately to either
+    side, so the six give the platform stiffness in every direction).  Each leg is a cylinder on a universal joint at its base point (its spin about the
+    leg locked) and a rod in a prismatic joint along the leg, with a spherical joint to the
+    platform: U-P-S, so each leg adds no constraint and the platform keeps all six degrees of
+    freedom (13 bodies).  Masses: platform 16 kg with a payload that puts its COM 4 cm off
+    centre and 6 cm above it; cylinders 1.6 kg, rods 0.75 kg.  Springs ``leg_1..6``: one
+    spring-damper along each leg (1600 N/m, 24 N s/m) between the universal joint's centre
+    and the spherical joint's, at rest length in the reference configuration; the weight is
+    carried by the constant part of the inputs (solved by the engine).  Inputs on the
+    platform, global directions: forces ``Fx``, ``Fy``, ``Fz`` at its centre and torques
+    ``Mx``, ``My``, ``Mz``.  Body frames: cylinders at their base point and rods at their
+    platform point, x along the leg (base -> platform); the platform at its centre.
+    Small oscillations (platform alone, leg masses left out): 1.3, 1.3, 3.1, 3.4, 5.5 and 6.0
+    Hz.  Excitations: ``train`` three tones per input (0.3-3.1 Hz), about 3 cm and 3-6 deg;
+    ``low`` 0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
+    """
+    r_base, r_plat, height = 0.5, 0.4, 0.55
+    base_deg = [a + s for a in (0.0, 120.0, 240.0) for s in (-14.0, 14.0)]
+    plat_deg = [a + s for a in (60.0, 180.0, 300.0) for s in (-10.0, 10.0)]
+    # leg i: base point i to the nearer point of the neighbouring platform pair
+    pairs = [(0, 5), (1, 0), (2, 1), (3, 2), (4, 3), (5, 4)]
+
+    def on_circle(radius, deg, z):
+        a = math.radians(deg)
+        return np.array([radius * math.cos(a), radius * math.sin(a), z])
+
+    centre = np.array([0.0, 0.0, height])
+    platform = Body("platform", 16.0, (0.04, -0.015, 0.06), box_inertia(16.0, (0.62, 0.56, 0.08)), centre, np.eye(3))
+    cylinders, rods, joints, springs = [], [], [], []
+    up = (0.0, 0.0, 1.0)
+    for i, (b, p) in enumerate(pairs, start=1):
+        B, P = on_circle(r_base, base_deg[b], 0.0), on_circle(r_plat, plat_deg[p], height)
+        axis = frame(x=P - B, z=up)
+        length = float(np.linalg.norm(P - B))
+        cylinders.append(Body(f"cylinder_{i}", 1.6, (0.16, 0.0, 0.0), box_inertia(1.6, (0.36, 0.07, 0.07)), B, axis))
+        rods.append(Body(f"rod_{i}", 0.75, (-0.2, 0.0, 0.0), box_inertia(0.75, (0.42, 0.035, 0.035)), P, axis))
+        joints += [Joint(f"base_{i}", "universal", ("ground", f"cylinder_{i}"), B, axis),
+                   Joint(f"slide_{i}", "prismatic", (f"cylinder_{i}", f"rod_{i}"), 0.5 * (B + P), axis),
+                   Joint(f"top_{i}", "spherical", (f"rod_{i}", "platform"), P)]
+        springs.append(Spring(f"leg_{i}", f"cylinder_{i}", (0.0, 0.0, 0.0), f"rod_{i}", (0.0, 0.0, 0.0),
+                              1600.0, 24.0, length))
+
+    def coordinates(origin, rotation):
+        p, R = origin[:, 0], rotation[:, 0]
+        return {"platform_x": p[:, 0], "platform_y": p[:, 1], "platform_z": p[:, 2],
+                "roll": np.arctan2(R[:, 2, 1], R[:, 2, 2]), "pitch": -np.arcsin(np.clip(R[:, 2, 0], -1.0, 1.0)),
+                "yaw": np.arctan2(R[:, 1, 0], R[:, 0, 0])}
+
+    return Model(
+        name="hexapod",
+        summary="6-UPS motion platform: forces and torques on the platform, a spring-damper in each leg (6 DOF)",
+        gravity=(0.0, 0.0, -G),
+        bodies=(platform, *cylinders, *rods),
+        joints=tuple(joints),
+        inputs=(Input("Fx", "force", "platform", (1.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+                Input("Fy", "force", "platform", (0.0, 1.0, 0.0), (0.0, 0.0, 0.0)),
+                Input("Fz", "force", "platform", (0.0, 0.0, 1.0), (0.0, 0.0, 0.0)),
+                Input("Mx", "torque", "platform", (1.0, 0.0, 0.0)),
+                Input("My", "torque", "platform", (0.0, 1.0, 0.0)),
+                Input("Mz", "torque", "platform", (0.0, 0.0, 1.0))),
+        static_inputs=None,
+        train=(
+            Waveform(((12.0, 0.45), (-7.0, 0.9), (-5.0, 2.3))),
+            Waveform(((-12.0, 0.6), (7.0, 1.7), (5.0, 2.9))),
+            Waveform(((70.0, 0.35), (-40.0, 1.9), (-30.0, 3.1))),
+            Waveform(((14.0, 0.55), (-8.0, 1.5), (-6.0, 2.7))),
+            Waveform(((-14.0, 0.4), (8.0, 1.2), (6.0, 2.5))),
+            Waveform(((14.0, 0.3), (-8.0, 1.1), (-6.0, 2.1))),
+        ),
+        shape=(
+            Waveform(((5.0, 0.5), (4.0, 0.8), (-5.0, 1.6), (-4.0, 2.4))),
+            Waveform(((-5.0, 0.35), (4.0, 1.0), (4.0, 1.8), (-3.0, 2.6))),
+            Waveform(((30.0, 0.4), (25.0, 1.1), (-30.0, 2.0), (-25.0, 2.8))),
+            Waveform(((6.0, 0.45), (-6.0, 1.3), (5.0, 2.2), (-5.0, 3.0))),
+            Waveform(((-6.0, 0.3), (5.0, 0.8), (5.0, 1.9), (-4.0, 2.7))),
+            Waveform(((5.0, 0.25), (-4.0, 0.95), (4.0, 1.7), (-5.0, 2.3))),
+        ),
+        coordinates=coordinates,
+        springs=tuple(springs),
+    )
+
+
 BUILDERS = {"four_bar": four_bar, "slider_crank": slider_crank, "two_bar": two_bar, "macpherson": macpherson,
             "five_bar": five_bar, "spatial_four_bar": spatial_four_bar,
-            "three_rrr": three_rrr, "four_bar_friction": four_bar_friction, "macpherson_nl": macpherson_nl}
+            "three_rrr": three_rrr, "four_bar_friction": four_bar_friction, "macpherson_nl": macpherson_nl,
+            "hexapod": hexapod}

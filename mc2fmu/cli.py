@@ -519,18 +519,23 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 ESTIMATE_DOF_HELP = """\
-Estimate the mechanism's number of degrees of freedom (minimal coordinates) from its runs.
-A mechanism with m degrees of freedom moves on an m-dimensional manifold of configurations:
-near a configuration the runs pass several times, a quadratic in m local coordinates fits
-the nearby samples, and one in fewer coordinates misses a direction of motion.  Prints the
-evidence (for k = 1, 2, ... the median relative residual of those fits over the anchor
-configurations: 1e-10 to 1e-2 at the right k, about 0.6 below it) and the estimate; exit
-code 2 with the reason when the data does not decide (the runs hardly move, too few
-configurations passed five times, or no clear drop).  `train --dof auto` (the default) uses
-the same estimate.
+Estimate the mechanism's number of degrees of freedom (minimal coordinates, up to 10) from
+its runs.  A mechanism with m degrees of freedom moves on an m-dimensional manifold of
+configurations: a polynomial in m coordinates fits the samples, one in fewer misses a
+direction of motion.  First, local fits: near configurations the runs pass at least five
+times, a quadratic in k = 1..4 local coordinates (1e-10 to 1e-2 at the right k, about 0.6
+below it).  When they do not decide (in 4 or more dimensions a run seldom returns), one fit
+over the whole motion: a cubic in k = 1..10 principal coordinates, each tenth of the motion
+predicted from the rest; it answers for motions of a few cm and degrees about a pose
+(platforms, suspensions), not for large curved ones.  Prints the evidence of each and the
+estimate; exit code 2 with the reason when the data does not decide (the runs hardly move or
+do not return, a direction is barely excited: the message names its bodies, or no clear
+drop): record longer or more varied runs, or give --dof N.  `train --dof auto` (the default)
+uses the same estimate.
 
-example:
+examples:
   mc2fmu estimate-dof examples/two_bar/mechanism.toml examples/two_bar/runs/train.csv.gz
+  mc2fmu estimate-dof examples/hexapod/mechanism.toml examples/hexapod/runs/train.csv.gz
 """
 
 

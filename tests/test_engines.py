@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("exudyn")
 
-from examples.reference import MECHANISMS, simulate  # noqa: E402
+from examples.reference import MACHINES, MECHANISMS, simulate  # noqa: E402
 from mc2fmu.data.dataset import ingest  # noqa: E402
 from mc2fmu.mechanics.mechanism import mechanism_from_dict  # noqa: E402
 from mc2fmu.mechanics.natural import (  # noqa: E402
@@ -29,7 +29,7 @@ from examples.reference import mechanism_dict  # noqa: E402
 from .oracles import power_errors  # noqa: E402
 
 
-@pytest.fixture(scope="module", params=MECHANISMS)
+@pytest.fixture(scope="module", params=MECHANISMS + MACHINES)
 def short_run(request):
     """2 s of the training excitation with the engine's exact velocities."""
     name = request.param

@@ -264,7 +264,7 @@ def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, na
                 *(f"q_start[{i}]" for i in range(1, dof + 1)), *(f"qd_start[{i}]" for i in range(1, dof + 1)),
                 *(p.name for p in physical_parameters(mech))]  # the physical parameters last
     assert names == expected
-    assert [v.valueReference for v in md.modelVariables] == list(range(len(expected)))
+    assert [v.valueReference for v in md.modelVariables] == list(range(1, len(expected) + 1))
 
 
 def _block_inputs(name: str, reference_run, block: float, t_end: float) -> list[list[float]]:

@@ -503,6 +503,36 @@ def test_compiler_flags_that_assume_finite_maths_are_refused(tiny_model, tmp_pat
              "remove those flags", out=out)
 
 
+@pytest.mark.parametrize("platform", ["x86_64-linux", "aarch64-linux"])
+def test_a_build_that_slipped_past_the_flag_check_is_caught_by_the_self_check(tiny_model, tmp_path, capsys,
+                                                                             monkeypatch, platform):
+    """Item 2b: with the __FINITE_MATH_ONLY__ check bypassed (a compiler that hides it), the
+    binary built with -ffinite-math-only accepts NaN; the self-check feeds it a NaN input and a
+    NaN start value, sees them accepted, and the export fails, leaving nothing behind.  aarch64:
+    the same probe in the self-check program under qemu."""
+    import mc2fmu.fmu.backends.native as native
+
+    model, _, _ = tiny_model
+    seen, check = {}, native._check_refusals
+
+    def recorded(records, outputs, p):  # what each platform's binary refused (the build is always joined)
+        seen[p.name] = [list(out["refused"]) for rec, out in zip(records, outputs) if rec["kind"] == 3]
+        check(records, outputs, p)
+
+    monkeypatch.setattr(native, "_check_refusals", recorded)
+    monkeypatch.setattr(native, "finite_math_problem", lambda platform=None: None)
+    monkeypatch.setenv("MC2FMU_CFLAGS", "-ffinite-math-only")
+    out = tmp_path / "m.fmu"
+    _refused(["export", model, "-o", out, "--platforms", platform], capsys,
+             "accepts a NaN input and a NaN start value q_start[1] with OK", "build without them", out=out)
+    assert seen[platform] == [[0.0, 0.0]]
+    # and without the flag the same probe passes (the refusal is the flag's doing)
+    monkeypatch.delenv("MC2FMU_CFLAGS")
+    assert main(["export", str(model), "-o", str(out), "--platforms", platform]) == 0
+    assert seen[platform] == [[1.0, 1.0]]
+    capsys.readouterr()
+
+
 def test_linearize_writes_strict_json_for_a_mode_without_frequency(tiny_model, tmp_path, capsys):
     """Zero gravity: the pendulum-like mode has no stiffness, its damping ratio no value: null."""
     import tomllib

@@ -70,7 +70,7 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
         md = read_model_description(str(fmu))
         names = [v.name for v in md.modelVariables]
         assert names[:len(contract)] == contract
-        assert [v.valueReference for v in md.modelVariables] == list(range(len(names)))
+        assert [v.valueReference for v in md.modelVariables] == list(range(1, len(names) + 1))
         extras = names[len(contract):]
         me = [f"der(q[{i}])" for i in range(1, dof + 1)] + [f"der(qd[{i}])" for i in range(1, dof + 1)]
         physics = [v.name for v in fmu_variables(load_artifact(trained(name)[0]), physics=True)][len(contract):]
@@ -731,3 +731,12 @@ def test_directional_derivative_capability_and_dependencies(native, trained, fmi
     assert deps["q[1]"] == ["q[1]"]
     first_pose = next(v.name for v in md.modelVariables if v.causality == "output")
     assert deps[first_pose] == ["q[1]", "q[2]"]
+    # value references count from 1: no dependencies list names 0 (OMSimulator reads FMI 3's
+    # value reference 0 there as "none" and refuses the FMU), read from the XML itself
+    with zipfile.ZipFile(fmu) as z:
+        root = ElementTree.fromstring(z.read("modelDescription.xml"))
+    refs = [int(e.get("valueReference")) for e in root.find("ModelVariables")] if fmi == 3 else \
+        [int(e.get("valueReference")) for e in root.iter("ScalarVariable")]
+    assert refs == list(range(1, len(refs) + 1))
+    listed = [int(d) for e in root.find("ModelStructure").iter() for d in e.get("dependencies", "").split()]
+    assert listed and 0 not in listed

@@ -2,7 +2,9 @@
 
 Both backends (python: pythonfmu, FMI 2 co-simulation; native: generated C, FMI 2 and 3,
 co-simulation and model exchange) take their variables, value references, units,
-descriptions and start values from :func:`fmu_variables`; nothing is numbered by hand.  Value references are the positions in that list.
+descriptions and start values from :func:`fmu_variables`; nothing is numbered by hand.  A
+variable's value reference is its position in that list counted from 1
+(:func:`value_reference`), in every FMI version and backend.
 
 Names (a public contract, kept stable):
 
@@ -209,6 +211,14 @@ def _units_categories_experiment(root: Element, variables: list[Variable], log_c
     SubElement(root, "DefaultExperiment", {"startTime": "0.0", "stopTime": _fmt(stop_time), "stepSize": _fmt(step_size)})
 
 
+def value_reference(position: int) -> int:
+    """The value reference of the variable at ``position`` (from 0) in :func:`fmu_variables`:
+    its position counted from 1, in every FMI version and backend.  So no FMI 3
+    ``dependencies`` list names value reference 0 (which OMSimulator cannot load), and FMI 2's
+    value references equal its 1-based variable indices."""
+    return position + 1
+
+
 def _variable_attrs(vr: int, v: Variable) -> dict[str, str]:
     """The attributes FMI 2's ScalarVariable and FMI 3's Float64 share."""
     attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,
@@ -223,7 +233,7 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
                            can_get_set_state: bool = True, can_serialize_state: bool = True,
                            log_categories: dict[str, str] | None = None, co_simulation: bool = True,
                            model_exchange: bool = False, source_files: list[str] | None = None) -> bytes:
-    """An FMI 2.0 ``modelDescription.xml`` for ``variables`` (value reference = index):
+    """An FMI 2.0 ``modelDescription.xml`` for ``variables`` (``value_reference``):
     co-simulation (default), model exchange or both.  For model exchange ``variables`` must
     hold the state derivatives (``fmu_variables(..., model_exchange=True)``)."""
     root = Element("fmiModelDescription", {
@@ -245,8 +255,8 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
     _units_categories_experiment(root, [v for v in variables if v.causality != "independent"], log_categories,
                                  stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
-    for vr, v in enumerate(variables):
-        attrs = _variable_attrs(vr, v)
+    for k, v in enumerate(variables):
+        attrs = _variable_attrs(value_reference(k), v)
         sv = SubElement(mv, "ScalarVariable", attrs)
         real = {"unit": v.unit}
         if v.start is not None:
@@ -295,7 +305,7 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
                            instantiation_token: str, description: str, generation_tool: str, stop_time: float,
                            step_size: float, log_categories: dict[str, str] | None = None,
                            co_simulation: bool = True, model_exchange: bool = False) -> bytes:
-    """An FMI 3.0 ``modelDescription.xml`` (Float64 variables, value reference = index) for
+    """An FMI 3.0 ``modelDescription.xml`` (Float64 variables, ``value_reference``) for
     ``fmu_variables(..., independent_time=True[, model_exchange=...])``."""
     root = Element("fmiModelDescription", {
         "fmiVersion": "3.0", "modelName": model_name, "instantiationToken": instantiation_token,
@@ -311,13 +321,13 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
                                           "providesIntermediateUpdate": "false", "hasEventMode": "false"})
     _units_categories_experiment(root, variables, log_categories, stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
-    for vr, v in enumerate(variables):
-        attrs = _variable_attrs(vr, v)
+    for k, v in enumerate(variables):
+        attrs = _variable_attrs(value_reference(k), v)
         attrs["unit"] = v.unit
         if v.start is not None:
             attrs["start"] = _fmt(v.start)
         if v.derivative is not None:
-            attrs["derivative"] = str(v.derivative)  # FMI 3: the state's value reference
+            attrs["derivative"] = str(value_reference(v.derivative))  # FMI 3: the state's value reference
         SubElement(mv, "Float64", attrs)
     ms = SubElement(root, "ModelStructure")
     outputs = [i for i, v in enumerate(variables) if v.causality == "output"]
@@ -326,15 +336,16 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
 
     def unknown(tag, i):
         if not model_exchange:  # co-simulation: outputs follow the internal state, no direct feed-through
-            SubElement(ms, tag, {"valueReference": str(i), "dependencies": ""})
+            SubElement(ms, tag, {"valueReference": str(value_reference(i)), "dependencies": ""})
             return
         on, kind = deps[i]
-        SubElement(ms, tag, {"valueReference": str(i), "dependencies": " ".join(str(j) for j in on),
+        SubElement(ms, tag, {"valueReference": str(value_reference(i)),
+                             "dependencies": " ".join(str(value_reference(j)) for j in on),
                              "dependenciesKind": " ".join([kind] * len(on))})
     for i in outputs:
         unknown("Output", i)
     for i in derivatives:
         unknown("ContinuousStateDerivative", i)
     for i in sorted(set(outputs) | set(derivatives)):
-        SubElement(ms, "InitialUnknown", {"valueReference": str(i)})
+        SubElement(ms, "InitialUnknown", {"valueReference": str(value_reference(i))})
     return parseString(tostring(root, "UTF-8")).toprettyxml(indent="  ", encoding="UTF-8")

@@ -524,7 +524,11 @@ SELFTEST_OUTPUTS = {
                                  ("qd_next", lambda m, nx, nb, r: m))),
     2: ("mc2fmu_selftest_lpca", (("start", lambda m, nx, nb, r: 1 + 3 * r), ("next", lambda m, nx, nb, r: 1 + 3 * r),
                                  ("observed", lambda m, nx, nb, r: 2 * m))),
+    3: ("mc2fmu_selftest_refusals", (("refused", lambda m, nx, nb, r: 2),)),
 }
+
+#: the self-check's finite-value probe: what the FMU must refuse (record kind 3's outputs)
+REFUSALS = ("a NaN input", "a NaN start value q_start[1]")
 
 
 def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_version: int = 2,
@@ -545,6 +549,7 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
         outputs = _run_selftest_library(artifact, lib_path, records)
     else:
         outputs = _run_selftest_program(artifact, sources, work, fmi_version, platform, records)
+    _check_refusals(records, outputs, platform)
     worst = _compare_selftest(artifact, records, outputs)
     for name, err in worst.items():
         log.info("native %s (%s): max |C - reference| = %.1e (relative)", name, platform.name, err)
@@ -553,6 +558,21 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
                               f"{err:.2e} (tolerance {TOLERANCE:g}); this is a bug in the native backend, please "
                               "report it with the model")
     return worst
+
+
+def _check_refusals(records: list[dict], outputs: list[dict[str, np.ndarray]], platform: Platform) -> None:
+    """The binary refuses a NaN input and a NaN start value (record kind 3): a build whose
+    compiler assumed finite maths despite :func:`finite_math_problem` (a wrapper, a pragma, a
+    flag it did not show) is caught here, before its FMU could run on NaN with OK."""
+    for rec, out in zip(records, outputs, strict=True):
+        if rec["kind"] != 3:
+            continue
+        accepted = [what for what, ok in zip(REFUSALS, out["refused"]) if ok != 1.0]
+        if accepted:
+            raise ExportError(f"the binary built for {platform.name} accepts {' and '.join(accepted)} with OK: its "
+                              "compiler removed the FMU's finite-value checks (it assumes finite maths: "
+                              "-ffinite-math-only, -ffast-math or -Ofast, in MC2FMU_CFLAGS, CFLAGS or a CC wrapper); "
+                              "build without them")
 
 
 def _selftest_sizes(artifact) -> tuple[int, int, int, int]:
@@ -608,6 +628,8 @@ def _selftest_records(artifact, points: int) -> list[dict]:
             records.append({"kind": 2, "inputs": [q, qd, u, np.array([float(i)]), *(np.ascontiguousarray(a, dtype=np.float64)
                                                                                      for a in (s.q, s.qd, s.qdd))],
                             "ref": {"start": ref0, "next": packed, "observed": np.concatenate([q1[0], qd1[0]])}})
+    q, qd, u = records[0]["inputs"][:3]
+    records.append({"kind": 3, "inputs": [q, qd, u, np.array([np.nan])], "ref": {"refused": np.ones(2)}})
     return records
 
 
@@ -630,6 +652,8 @@ def _run_selftest_library(artifact, lib_path: Path, records: list[dict]) -> list
         args = list(rec["inputs"])
         if rec["kind"] == 2:
             args[3] = ctypes.c_int(int(args[3][0]))
+        elif rec["kind"] == 3:  # the program reads (q, qd, u) first for every record; the function takes the value
+            args = args[3:]
         arrays = [a if isinstance(a, ctypes.c_int) else np.ascontiguousarray(a, dtype=np.float64) for a in args]
         fn.restype = ctypes.c_int if rec["kind"] == 0 else None
         fn(*(a if isinstance(a, ctypes.c_int) else ptr(a) for a in arrays), *(ptr(v) for v in out.values()))
@@ -706,6 +730,8 @@ def _compare_selftest(artifact, records: list[dict], outputs: list[dict[str, np.
              1: {"qdd": "node rhs", "q_next": "node step", "qd_next": "node step"},
              2: {"start": "local-pca start", "next": "local-pca step", "observed": "local-pca outputs"}}
     for rec, out in zip(records, outputs, strict=True):
+        if rec["kind"] == 3:  # the refusals: _check_refusals
+            continue
         for key, ref in rec["ref"].items():
             label = names[rec["kind"]][key]
             with np.errstate(invalid="ignore"):

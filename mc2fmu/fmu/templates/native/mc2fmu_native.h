@@ -1195,20 +1195,22 @@ static int mc2fmu_completed_integrator_step(mc2fmu_core *c, const char *fn, cons
     return MC2FMU_OK;
 }
 
-/* variables */
-static int mc2fmu_check_vr(mc2fmu_core *c, unsigned vr) {
-    if (vr >= MC2FMU_NV) {
+/* variables: a variable's value reference is its position in mc2fmu_variables[] counted from 1
+   (in every FMI version, so an FMI 3 dependencies list never names value reference 0) */
+static const mc2fmu_variable *mc2fmu_variable_at(mc2fmu_core *c, unsigned vr) {
+    if (vr < 1 || vr > MC2FMU_NV) {
         char msg[MC2FMU_MESSAGE];
-        snprintf(msg, sizeof msg, "unknown value reference %u (the model has %d variables)", vr, MC2FMU_NV);
-        return mc2fmu_fail(c, msg);
+        snprintf(msg, sizeof msg, "unknown value reference %u (the model's value references are 1 to %d)", vr,
+                 MC2FMU_NV);
+        mc2fmu_fail(c, msg);
+        return NULL;
     }
-    return MC2FMU_OK;
+    return &mc2fmu_variables[vr - 1];
 }
 
 static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     const mc2fmu_variable *var;
-    if (mc2fmu_check_vr(c, vr)) return MC2FMU_ERROR;
-    var = &mc2fmu_variables[vr];
+    if (!(var = mc2fmu_variable_at(c, vr))) return MC2FMU_ERROR;
     switch (var->role) {
     case MC2FMU_ROLE_INPUT: *value = c->s.u[var->index]; break;
     case MC2FMU_ROLE_Q_START: *value = c->s.q_start[var->index]; break;
@@ -1313,8 +1315,7 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
                               "outputs do not depend on the inputs directly)");
     for (k = 0; k < n_known; k++) {
         const mc2fmu_variable *var;
-        if (mc2fmu_check_vr(c, knowns[k])) return MC2FMU_ERROR;
-        var = &mc2fmu_variables[knowns[k]];
+        if (!(var = mc2fmu_variable_at(c, knowns[k]))) return MC2FMU_ERROR;
         if (!isfinite(seed[k])) {
             snprintf(msg, sizeof msg, "getDirectionalDerivative: the seed of %s is not finite", var->name);
             return mc2fmu_fail(c, msg);
@@ -1331,14 +1332,15 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
         scale = fmax(scale, fabs(seed[k]));
     }
     for (k = 0; k < n_unknown; k++) {
-        if (mc2fmu_check_vr(c, unknowns[k])) return MC2FMU_ERROR;
-        switch (mc2fmu_variables[unknowns[k]].role) {
+        const mc2fmu_variable *var;
+        if (!(var = mc2fmu_variable_at(c, unknowns[k]))) return MC2FMU_ERROR;
+        switch (var->role) {
         case MC2FMU_ROLE_DER_QD: need_acc = 1; break;
         case MC2FMU_ROLE_POSE: need_pose = 1; break;
         case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: case MC2FMU_ROLE_ENVELOPE: break;
         default:
             snprintf(msg, sizeof msg, "getDirectionalDerivative: %s is not an unknown (the unknowns are the state "
-                     "derivatives and the outputs)", mc2fmu_variables[unknowns[k]].name);
+                     "derivatives and the outputs)", var->name);
             return mc2fmu_fail(c, msg);
         }
     }
@@ -1368,7 +1370,7 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
         }
     }
     for (k = 0; k < n_unknown; k++) {
-        const mc2fmu_variable *var = &mc2fmu_variables[unknowns[k]];
+        const mc2fmu_variable *var = &mc2fmu_variables[unknowns[k] - 1]; /* checked above */
         switch (var->role) {
         case MC2FMU_ROLE_Q: sens[k] = dq[var->index]; break;
         case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: sens[k] = dqd[var->index]; break;
@@ -1399,8 +1401,7 @@ static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
     const mc2fmu_variable *var;
     char msg[MC2FMU_MESSAGE], b[40];
     const int before_init = c->s.phase == MC2FMU_INSTANTIATED || c->s.phase == MC2FMU_INITIALIZATION;
-    if (mc2fmu_check_vr(c, vr)) return MC2FMU_ERROR;
-    var = &mc2fmu_variables[vr];
+    if (!(var = mc2fmu_variable_at(c, vr))) return MC2FMU_ERROR;
     if (!isfinite(value)) {
         snprintf(msg, sizeof msg, "%s = %s refused: inputs, parameters and states must be finite", var->name,
                  mc2fmu_repr(value, b, sizeof b));
@@ -1796,6 +1797,30 @@ void mc2fmu_selftest_lpca(const double *q0, const double *qd0, const double *u, 
     mc2fmu_lpca_observe(&s, NULL, x, xd, observed, observed + MC2FMU_NQ); /* angles on the encoder's own turn */
 }
 #endif
+
+/* the FMU's finite-value checks survived the build: refused[0] = 1 when setting the first input
+   to value[0] (a NaN the caller passes, so no compiler can fold it) is refused (1 as well for a
+   model without inputs), refused[1] the same for q_start[1].  A compiler that assumes finite
+   maths removes isnan/isfinite, and its FMU would then accept NaN and run on it with OK */
+#if defined(__GNUC__) && !defined(_WIN32)
+__attribute__((visibility("default")))
+#endif
+void mc2fmu_selftest_refusals(const double *value, double *refused) {
+    static mc2fmu_core c;
+    unsigned vr;
+    int k;
+    for (k = 0; k < 2; k++) {
+        const int role = k == 0 ? MC2FMU_ROLE_INPUT : MC2FMU_ROLE_Q_START;
+        refused[k] = k == 0 && MC2FMU_NU == 0;
+        for (vr = 1; vr <= MC2FMU_NV; vr++)
+            if (mc2fmu_variables[vr - 1].role == role) {
+                memset(&c, 0, sizeof c);
+                mc2fmu_init(&c, 2, MC2FMU_CS, 0, NULL, NULL);
+                refused[k] = mc2fmu_set_real(&c, vr, value[0]) == MC2FMU_ERROR && c.s.failed;
+                break;
+            }
+    }
+}
 
 /* poses of arbitrary (not necessarily rigid) natural coordinates */
 #if defined(__GNUC__) && !defined(_WIN32)

@@ -11,6 +11,7 @@
           1  q[NQ] qd[NQ] u[NU1]                     -> mc2fmu_selftest_node  (node models)
           2  q0[NQ] qd0[NQ] u[NU1] cluster q[R] qd[R] qdd[R]
                                                      -> mc2fmu_selftest_lpca  (local-PCA models)
+          3  q[NQ] qd[NQ] u[NU1] value               -> mc2fmu_selftest_refusals
    OUT: per record its outputs as doubles, in the order of the function's arguments (kind 0:
         x, J, H, x_value, qdd, q_next, pose, spring, then its return value).
    Exit 0 when every record was read and written, 2 on a bad file or an unknown kind. */
@@ -58,6 +59,11 @@ int main(int argc, char **argv) {
             ok = mc2fmu_write(out, start, 1 + 3 * MC2FMU_R) && mc2fmu_write(out, next, 1 + 3 * MC2FMU_R)
                  && mc2fmu_write(out, observed, 2 * MC2FMU_NQ);
 #endif
+        } else if (kind == 3) {
+            double value, refused[2];
+            if (!mc2fmu_read(in, &value, 1)) return 2;
+            mc2fmu_selftest_refusals(&value, refused);
+            ok = mc2fmu_write(out, refused, 2);
         } else {
             fprintf(stderr, "selftest: unknown record kind %d\n", (int)kind);
             return 2;
