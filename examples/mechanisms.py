@@ -636,8 +636,8 @@ def hexapod() -> Model:
     side, so the six give the platform stiffness in every direction).  Each leg is a cylinder on a universal joint at its base point (its spin about the
     leg locked) and a rod in a prismatic joint along the leg, with a spherical joint to the
     platform: U-P-S, so each leg adds no constraint and the platform keeps all six degrees of
-    freedom (13 bodies).  Masses: platform 16 kg with a payload that puts its COM 4 cm off
-    centre and 6 cm above it; cylinders 1.6 kg, rods 0.75 kg.  Springs ``leg_1..6``: one
+    freedom (13 bodies).  Masses: platform 16 kg with a payload that puts its COM at (4, -1.5,
+    6) cm from its centre; cylinders 1.6 kg, rods 0.75 kg.  Springs ``leg_1..6``: one
     spring-damper along each leg (1600 N/m, 24 N s/m) between the universal joint's centre
     and the spherical joint's, at rest length in the reference configuration; the weight is
     carried by the constant part of the inputs (solved by the engine).  Inputs on the

@@ -381,6 +381,8 @@ def _jobs_file(tmp_path: Path, reference_run, extra: str = "", name: str = "a", 
     ("lbfgs_iters = -5", "lbfgs_iters (--lbfgs-iters): -5"),
     ("hidden = [0]", "hidden (--hidden): (0,) are not layer widths"),
     ("hidden = [-5, 32]", "hidden (--hidden): (-5, 32) are not layer widths"),
+    ("hidden = [64, 1000000000]", "hidden (--hidden): (64, 1000000000) are not layer widths: give whole numbers "
+                                  "from 1 to 16384"),
     ("seed = -1", "seed (--seed): -1 is not a seed"),
     (f"seed = {2**64}", "seed (--seed): 18446744073709551616 is not a seed"),
     (f"seed = {2**63 - 1}\nseeds = 2", "seeds (--seeds) 2: with --seed 9223372036854775807 the last seed passes"),

@@ -36,11 +36,13 @@ where the configuration manifold is a graph over its tangent space.  On a large,
 motion a polynomial in too many coordinates fits where the right number does not (the
 five-bar's ``high`` run: 0.30 at 2 coordinates, 1.1e-3 at 4), so the global fit answers only
 when the motion is nearly flat (its first ``k`` principal directions hold all but
-:data:`GLOBAL_FLAT` of it: 2.3 % on the hexapod, 8 % on the five-bar's ``high`` run), crosses
-the middle of each direction at least :data:`GLOBAL_CROSSINGS` times, and the fit is clear
-after a drop of at least :data:`GLOBAL_DROP` (the hexapod's ``train`` run: 0.31 at 5, 1.6e-4
-at 6).  When the motion misses a direction, the message names the bodies that move most in
-the weakest direction the data has, so the user knows what to excite.
+:data:`GLOBAL_FLAT` of it: 2.3 % on the hexapod, 8 % on the five-bar's ``high`` run) but not
+flat in ``k`` directions (a two-link arm's large swings span exactly four, which any map of
+four coordinates fits: the part outside them must be :data:`GLOBAL_EXPLAINED` times the
+residual), crosses the middle of each direction at least :data:`GLOBAL_CROSSINGS` times, and
+the fit is clear after a drop of at least :data:`GLOBAL_DROP` (the hexapod's ``train`` run:
+0.31 at 5, 1.6e-4 at 6).  When the motion barely moves in a direction, the message names
+that direction's bodies, so the user knows what to excite.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ GLOBAL_FOLDS = 10  # ... judged on each tenth of the motion, fitted to the other
 GLOBAL_DROP = 50.0  # the global fit's residual must drop at least this much at the estimate
 GLOBAL_CROSSINGS = 10  # ... and the motion cross the middle of each of its directions this often
 GLOBAL_FLAT = 0.05  # ... and k principal directions hold all but this much of the motion (nearly flat)
+GLOBAL_EXPLAINED = 10.0  # ... and the fit explain what lies outside them (that part this many times its residual)
 MOVING = 0.02  # a sample moves when its speed is above this fraction of the 90th percentile speed
 
 
@@ -86,7 +89,8 @@ class DofEstimate:
         lines = []
         if self.method == "global":
             if self.local is not None:
-                lines += [*self.local.report().splitlines(), ""]
+                local = self.local.report().splitlines()
+                lines += [*local[:-1], f"the local fits do not decide: {self.local.reason}", ""]
             lines.append(f"one fit over the whole motion ({self.samples} moving samples of all runs):")
             lines.append(f"  k   residual of a cubic in k coordinates (relative, each tenth of the motion predicted "
                          "from the rest)")
@@ -134,16 +138,16 @@ def _polynomial_fit(S: np.ndarray, y: np.ndarray, degree: int) -> tuple[np.ndarr
     return C, Phi
 
 
-def held_out_residuals(x: np.ndarray, k_max: int, degree: int, folds: int) -> list[float]:
+def held_out_residuals(x: np.ndarray, k_max: int, degree: int, folds: int, stop: float = 0.0) -> list[float]:
     """Relative residuals of a polynomial of ``degree`` in the first ``k`` principal
-    coordinates, ``k = 1 .. k_max``, each fold of consecutive samples of ``x`` (N, n) predicted
-    by the fit to the others (principal directions included).  A run's coordinates are smooth
-    in time, so over 10 s they hold few independent values; a fit judged on the samples it was
+    coordinates, ``k = 1 ..``, each fold of consecutive samples of ``x`` (N, n) predicted by
+    the fit to the others (principal directions included).  A run's coordinates are smooth in
+    time, so over 10 s they hold few independent values; a fit judged on the samples it was
     made from can then explain a missing direction with enough terms, a fit judged on another
-    stretch of the motion cannot."""
+    stretch of the motion cannot.  Stops after the first ``k`` whose residual is below
+    ``stop`` or ``k_max``, and where the samples are fewer than three per coefficient."""
     edges = np.linspace(0, len(x), folds + 1).round().astype(int)
-    n_terms = [len(list(combinations_with_replacement(range(k + 1), degree))) for k in range(1, k_max + 1)]
-    sq = np.zeros(k_max)
+    parts = []
     total = 0.0
     for f in range(folds):
         test = np.zeros(len(x), dtype=bool)
@@ -151,16 +155,22 @@ def held_out_residuals(x: np.ndarray, k_max: int, degree: int, folds: int) -> li
         mean = x[~test].mean(axis=0)
         train, held = x[~test] - mean, x[test] - mean
         total += float(np.sum(held**2))
-        _, _, Vt = np.linalg.svd(train, full_matrices=False)
-        for k in range(1, k_max + 1):
-            if len(train) < 3 * n_terms[k - 1]:
-                sq[k - 1] = np.nan
-                continue
+        parts.append((train, held, np.linalg.svd(train, full_matrices=False)[2]))
+    out: list[float] = []
+    for k in range(1, k_max + 1):
+        n_terms = len(list(combinations_with_replacement(range(k + 1), degree)))
+        if min(len(train) for train, _, _ in parts) < 3 * n_terms:
+            break
+        sq = 0.0
+        for train, held, Vt in parts:
             S = train @ Vt[:k].T
             scale = max(float(np.max(np.abs(S))), 1e-300)  # conditioning of the higher powers
             C, *_ = np.linalg.lstsq(_features(S, degree, scale), train, rcond=None)
-            sq[k - 1] += float(np.sum((held - _features(held @ Vt[:k].T, degree, scale) @ C) ** 2))
-    return [float(np.sqrt(v / total)) if total > 0 else 0.0 for v in sq]
+            sq += float(np.sum((held - _features(held @ Vt[:k].T, degree, scale) @ C) ** 2))
+        out.append(float(np.sqrt(sq / total)) if total > 0 else 0.0)
+        if out[-1] < stop:
+            break
+    return out
 
 
 def _visits(mask: np.ndarray, offsets: np.ndarray) -> list[tuple[int, int]]:
@@ -183,40 +193,62 @@ def estimate_dof(x: np.ndarray, xd: np.ndarray, run_offsets, names: list[str] | 
     local, moving = _local_estimate(x, xd, run_offsets)
     if local.dof is not None or moving is None:
         return local
-    wide = global_estimate(np.asarray(x, dtype=np.float64)[moving], names)
-    if wide.dof is not None:
-        return replace(wide, local=local)
-    return replace(wide, local=local, reason=f"{wide.reason} (and the local fits: {local.reason})")
+    # the stretches of consecutive moving samples within one run
+    run = np.searchsorted(np.asarray(run_offsets)[1:], moving, side="right")
+    stretch = np.cumsum(np.concatenate([[0], (np.diff(moving) > 1) | (np.diff(run) > 0)]))
+    return replace(global_estimate(np.asarray(x, dtype=np.float64)[moving], names, stretch), local=local)
 
 
-def global_estimate(x: np.ndarray, names: list[str] | None = None) -> DofEstimate:
+def global_estimate(x: np.ndarray, names: list[str] | None = None, stretch: np.ndarray | None = None) -> DofEstimate:
     """The dimension from one fit over all samples ``x`` (n_t, n) (moving samples of every
-    run, in time order): the smallest ``k`` whose cubic fit, judged on held-out stretches of
-    the motion (:func:`held_out_residuals`), is clear (below :data:`CLEAR`) after a drop of at
-    least :data:`GLOBAL_DROP`, along a motion that crosses the middle of each of its ``k``
-    directions at least :data:`GLOBAL_CROSSINGS` times and is nearly flat (its first ``k``
-    principal directions hold all but :data:`GLOBAL_FLAT` of it)."""
-    x = x[np.unique(np.linspace(0, len(x) - 1, min(GLOBAL_SAMPLES, len(x))).round().astype(int))]
+    run, in time order; ``stretch`` labels the samples of each continuous stretch): the
+    smallest ``k`` whose cubic fit, judged on held-out stretches of the motion
+    (:func:`held_out_residuals`), is clear (below :data:`CLEAR`) after a drop of at least
+    :data:`GLOBAL_DROP`, along a motion that crosses the middle of each of its ``k`` directions
+    at least :data:`GLOBAL_CROSSINGS` times within continuous stretches and is nearly flat (its
+    first ``k`` principal directions hold all but :data:`GLOBAL_FLAT` of it), but not flat in
+    ``k`` directions: the part outside them, which the fit predicts, must be
+    :data:`GLOBAL_EXPLAINED` times its residual (a torus in four linear dimensions, a two-link
+    arm's large swings, is fitted exactly by any map of four coordinates)."""
+    keep = np.unique(np.linspace(0, len(x) - 1, min(GLOBAL_SAMPLES, len(x))).round().astype(int))
+    x = x[keep]
+    stretch = np.zeros(len(x), dtype=int) if stretch is None else np.asarray(stretch)[keep]
     k_max = min(MAX_DOF, x.shape[1] - 1)
-    delta = x - x.mean(axis=0)
-    residuals = np.array(held_out_residuals(x, k_max, GLOBAL_DEGREE, GLOBAL_FOLDS))
+    # the decision needs the residuals up to the first that fits: stop there
+    residuals = np.array(held_out_residuals(x, k_max, GLOBAL_DEGREE, GLOBAL_FOLDS, stop=FITS))
     est = DofEstimate(None, residuals, 0, 0, method="global", samples=len(x))
     fitting = np.flatnonzero(residuals < FITS)
     if not fitting.size:
+        if len(residuals) < k_max:
+            return replace(est, reason=f"{len(x)} moving samples allow a cubic in at most {len(residuals)} "
+                                       f"coordinate(s), and none fits; record longer runs, or give --dof N")
         return replace(est, reason=f"no cubic in up to {k_max} coordinates fits the whole motion either; "
                                    f"more than {k_max} degrees of freedom, a motion too large and curved for one fit, "
                                    "or data that is not a smooth mechanism motion: give --dof N")
     dof = int(fitting[0]) + 1
     previous = 1.0 if dof == 1 else residuals[dof - 2]
+    delta = x - x.mean(axis=0)
     _, sv, Vt = np.linalg.svd(delta, full_matrices=False)
     coords = delta @ Vt[:dof].T
-    crossings = np.count_nonzero(np.diff(np.signbit(coords - np.median(coords, axis=0)), axis=0), axis=0)
+    flips = np.diff(np.signbit(coords - np.median(coords, axis=0)), axis=0) & (np.diff(stretch) == 0)[:, None]
+    crossings = np.count_nonzero(flips, axis=0)
     if crossings.min() < GLOBAL_CROSSINGS:
         j = int(np.argmin(crossings))
         return replace(est, reason=f"the motion crosses the middle of its direction {j + 1} only {crossings[j]} times "
                                    f"(at least {GLOBAL_CROSSINGS} needed): a motion that does not return does not "
                                    "show how many directions it could take; record longer or oscillating runs, or "
                                    "give --dof N")
+    if residuals[dof - 1] >= CLEAR:  # the direction the fit misses: the next one
+        return replace(est, reason=f"{dof} coordinate(s) fit the whole motion only to {residuals[dof - 1]:.1e}: "
+                                   f"another direction moves a few percent as much as the main motion"
+                                   f"{_direction(sv, Vt, dof + 1, names)}; excite it more (a larger or another "
+                                   "input), record longer, or give --dof N")
+    if previous < GLOBAL_DROP * residuals[dof - 1]:
+        return replace(est, reason=f"over the whole motion the residual drops only {previous / residuals[dof - 1]:.0f}x "
+                                   f"at {dof} coordinate(s) (at least {GLOBAL_DROP:g}x needed: a large, curved motion "
+                                   f"can fit with too many coordinates){_direction(sv, Vt, dof, names)}; record runs "
+                                   "that return to the same configurations from several directions (longer, or "
+                                   "several smaller runs), or give --dof N")
     flat = float(np.sqrt(max(0.0, 1.0 - np.sum(sv[:dof] ** 2) / np.sum(sv**2))))
     if flat > GLOBAL_FLAT:
         return replace(est, reason=f"{dof} coordinate(s) fit the whole motion, but it is too large and curved for that "
@@ -225,34 +257,28 @@ def global_estimate(x: np.ndarray, names: list[str] | None = None) -> DofEstimat
                                    "of fewer degrees of freedom fits with more coordinates); record runs that return "
                                    "to the same configurations from several directions (the local fits), or give "
                                    "--dof N")
-    weakest = _weakest_direction(delta, dof, names)
-    if residuals[dof - 1] >= CLEAR:
-        return replace(est, reason=f"{dof} coordinate(s) fit the whole motion only to {residuals[dof - 1]:.1e}: a "
-                                   f"direction moves a few percent as much as the main motion{weakest}; excite it "
-                                   "more (a larger or another input), record longer, or give --dof N")
-    if previous < GLOBAL_DROP * residuals[dof - 1]:
-        return replace(est, reason=f"over the whole motion the residual drops only {previous / residuals[dof - 1]:.0f}x "
-                                   f"at {dof} coordinate(s) (at least {GLOBAL_DROP:g}x needed: a large, curved motion "
-                                   f"can fit with too many coordinates){weakest}; record runs that return to the "
-                                   "same configurations from several directions (longer, or several smaller runs), "
-                                   "or give --dof N")
+    if flat < GLOBAL_EXPLAINED * residuals[dof - 1]:
+        return replace(est, reason=f"the motion lies (nearly) within its first {dof} principal directions ({flat:.1e} "
+                                   "outside them), so a fit in that many coordinates shows nothing about their number "
+                                   f"(a motion linear in {dof} coordinates, or a large curved one spanning {dof} "
+                                   "directions); record runs that return to the same configurations from several "
+                                   "directions (the local fits), or give --dof N")
     return replace(est, dof=dof)
 
 
-def _weakest_direction(delta: np.ndarray, k: int, names: list[str] | None) -> str:
-    """'' or ', ...' naming the bodies that move most in the ``k``-th principal direction of
-    ``delta`` (the weakest of the first ``k``) and how much it moves relative to the first."""
-    _, sv, Vt = np.linalg.svd(delta, full_matrices=False)
-    if k > len(sv) or sv[0] <= 0:
+def _direction(sv: np.ndarray, Vt: np.ndarray, j: int, names: list[str] | None) -> str:
+    """'' or ' (...)' saying how much the ``j``-th principal direction (from 1) moves relative
+    to the first and which bodies move most in it."""
+    if j > len(sv) or sv[0] <= 0:
         return ""
-    share = f" (the weakest of {k} directions moves {sv[k - 1] / sv[0]:.1%} as much as the first"
-    if names is None or len(names) != delta.shape[1]:
-        return share + ")"
+    text = f" (principal direction {j} moves {sv[j - 1] / sv[0]:.1%} as much as the first"
+    if names is None or len(names) != Vt.shape[1]:
+        return text + ")"
     weight: dict[str, float] = {}
-    for name, w in zip(names, Vt[k - 1] ** 2):
+    for name, w in zip(names, Vt[j - 1] ** 2):
         weight[name] = weight.get(name, 0.0) + float(w)
     top = sorted(weight, key=weight.get, reverse=True)[:3]
-    return share + f", mostly {', '.join(top)})"
+    return text + f", mostly {', '.join(top)})"
 
 
 def _local_estimate(x: np.ndarray, xd: np.ndarray, run_offsets) -> tuple[DofEstimate, np.ndarray | None]:

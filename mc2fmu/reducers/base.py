@@ -163,11 +163,17 @@ def positive_number_problem(flag: str, value, what: str) -> str | None:
     return f"{flag}: {shown(value)} is not {what}: give a finite number > 0"
 
 
+#: the widest hidden layer accepted: a 16384-wide layer already holds hundreds of millions of
+#: weights between two such layers, far beyond what a reduced model needs (64-128)
+MAX_WIDTH = 16384
+
+
 def widths_problem(flag: str, widths) -> str | None:
-    """The message for hidden widths that are not whole numbers >= 1 (None: fit; empty: no hidden layer)."""
-    if isinstance(widths, (tuple, list)) and all(_is_whole(w) and w >= 1 for w in widths):
+    """The message for hidden widths that are not whole numbers in 1 .. :data:`MAX_WIDTH`
+    (None: fit; empty: no hidden layer)."""
+    if isinstance(widths, (tuple, list)) and all(_is_whole(w) and 1 <= w <= MAX_WIDTH for w in widths):
         return None
-    return f"{flag}: {widths!r} are not layer widths: give whole numbers >= 1, e.g. 64,64"
+    return f"{flag}: {widths!r} are not layer widths: give whole numbers from 1 to {MAX_WIDTH}, e.g. 64,64"
 
 
 def seed_problem(flag: str, value) -> str | None:

@@ -3,7 +3,7 @@
    misuse LIBRARY TOKEN FMI IFACE VRS CASE        (cc -O0 -g misuse.c -o misuse -ldl -I<fmpy c-code>)
 
    FMI 2|3, IFACE cs|me; VRS = "q,qd,q_start,input,der_qd,nx" value references (input -1 if the
-   model has none; der_qd -1 in co-simulation) and the number of continuous states.
+   model has none; der_qd 0, no variable, in co-simulation) and the number of continuous states.
    CASE is either
      PHASE:CALL   reach PHASE by legal calls, then make CALL once with valid arguments, then
                   read q[1]; PHASE: instantiated init event continuous step terminated failed
