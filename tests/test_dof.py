@@ -37,13 +37,14 @@ def test_estimate_matches_the_engines_degrees_of_freedom(reference_run, name, ex
 
 @pytest.mark.parametrize("excitation", ["train", "high"])
 def test_three_dof_runs_that_seldom_return_are_refused_never_misjudged(reference_run, excitation):
-    """The 3-RRR's 10 s runs pass few configurations five times (a 3-DOF path seldom returns):
-    the estimate is refused with the reason and the fix, never a wrong number."""
+    """The 3-RRR's 10 s runs pass few configurations five times (a 3-DOF path seldom returns),
+    and its slow motion crosses its middle only 4-7 times, too few for the fit over the whole
+    motion: the estimate is refused with the reason and the fix, never a wrong number."""
     run = reference_run("three_rrr", excitation)
     est = estimate_dataset_dof(ingest(Path(run["path"]).parent.parent / "mechanism.toml", [run["path"]]))
     assert est.dof in (None, 3), est.report()
-    if est.dof is None:
-        assert "passed" in est.reason and "--dof N" in est.reason
+    if est.dof is None:  # neither fit decides: the local ones for too few passes, the global one says why
+        assert "--dof N" in est.reason and "the local fits do not decide: only" in est.report()
 
 
 def test_a_single_pass_does_not_decide():
