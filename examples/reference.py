@@ -356,8 +356,9 @@ def write_mechanism(name: str, out_dir) -> Path:
     return path
 
 
-def write_run_file(name: str, excitation: str, out_dir) -> dict:
-    """Simulate one run and write ``out_dir/<name>/runs/<excitation>.csv.gz``; returns the run.
+def write_run_file(name: str, excitation: str, out_dir, t_end: float = 10.0) -> dict:
+    """Simulate one run (``t_end`` s) and write ``out_dir/<name>/runs/<excitation>.csv.gz``;
+    returns the run.
 
     The written file is read back with mc2fmu's own readers (against ``mechanism.toml``,
     written first if missing) and the joint errors are recomputed from it:
@@ -369,7 +370,7 @@ def write_run_file(name: str, excitation: str, out_dir) -> dict:
     toml_path = Path(out_dir) / name / "mechanism.toml"
     if not toml_path.exists():
         write_mechanism(name, out_dir)
-    run = simulate(name, excitation)
+    run = simulate(name, excitation, t_end=t_end)
     path = Path(out_dir) / name / "runs" / f"{excitation}.csv.gz"
     path.parent.mkdir(parents=True, exist_ok=True)
     m = model(name)

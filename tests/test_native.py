@@ -710,6 +710,37 @@ def test_directional_derivatives_with_springs_and_dampers(spring_four_bar, tmp_p
     assert _check_directional(model_dir, fmu(2, "me")[0], tmp_path, qd_factor=3.0) <= 1e-8
 
 
+def test_the_self_check_allows_the_round_off_of_a_solve_with_an_ill_conditioned_mass_matrix(trained):
+    """The accelerations solve M_m qdd = f, so two correct codes differ by up to about
+    n eps cond(M_m): an acceleration 5e-12 off (relative) is refused where M_m is well
+    conditioned and accepted where its condition number is 1e4 (the tolerance 16 eps cond =
+    3.6e-11 there); a decoder 5e-12 off is refused either way."""
+    from mc2fmu.fmu.backends import native as nb
+    from mc2fmu.mechanics.natural import poses_from_nc
+    from mc2fmu.mechanics.rotations import matrix_to_quaternion
+    from mc2fmu.models.artifact import load_artifact
+
+    art = load_artifact(trained("four_bar")[0])
+    records = [r for r in nb._selftest_records(art, 2) if r["kind"] == 0]
+
+    def excess(key: str, condition: float) -> float:
+        outputs = []
+        for rec in records:
+            rec["condition"] = condition
+            out = {k: np.array(v, dtype=float) for k, v in rec["ref"].items()}
+            origin, rotation = poses_from_nc(art.layout, out["x_value"][None])
+            out["pose"] = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
+            out[key] = out[key] + 5e-12 * max(1.0, np.abs(out[key]).max())
+            outputs.append(out)
+        worst, excess = nb._compare_selftest(art, records, outputs)
+        label = {"qdd": "rhs", "x": "decoder"}[key]
+        assert worst[label] == pytest.approx(5e-12, rel=1e-3)
+        return excess[label]
+
+    assert excess("qdd", 1.0) > 1.0 and excess("qdd", 1e4) < 1.0
+    assert excess("x", 1.0) > 1.0 and excess("x", 1e4) > 1.0
+
+
 @pytest.mark.parametrize("fmi", [2, 3])
 def test_directional_derivative_capability_and_dependencies(native, trained, fmi):
     """providesDirectionalDerivative(s) in model exchange, and ModelStructure lists what each
