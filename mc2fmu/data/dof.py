@@ -120,7 +120,8 @@ def quadratic_residuals(delta: np.ndarray, k_max: int) -> list[float]:
         if len(delta) < 3 * (k + 1) * (k + 2) // 2:  # too few samples for this quadratic: unknown
             out.append(float("nan"))
             continue
-        C, Phi = _polynomial_fit(delta @ Vt[:k].T, delta, 2)
+        Phi = _features(delta @ Vt[:k].T, 2, 1.0)
+        C, *_ = np.linalg.lstsq(Phi, delta, rcond=None)
         out.append(float(np.linalg.norm(delta - Phi @ C) / total) if total > 0 else 0.0)
     return out
 
@@ -130,12 +131,6 @@ def _features(S: np.ndarray, degree: int, scale: float) -> np.ndarray:
     S = S / scale
     terms = [c for d in range(1, degree + 1) for c in combinations_with_replacement(range(S.shape[1]), d)]
     return np.hstack([np.ones((len(S), 1))] + [np.prod(S[:, list(c)], axis=1, keepdims=True) for c in terms])
-
-
-def _polynomial_fit(S: np.ndarray, y: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
-    Phi = _features(S, degree, 1.0)
-    C, *_ = np.linalg.lstsq(Phi, y, rcond=None)
-    return C, Phi
 
 
 def held_out_residuals(x: np.ndarray, k_max: int, degree: int, folds: int, stop: float = 0.0) -> list[float]:

@@ -219,9 +219,11 @@ def value_reference(position: int) -> int:
     return position + 1
 
 
-def _variable_attrs(vr: int, v: Variable) -> dict[str, str]:
-    """The attributes FMI 2's ScalarVariable and FMI 3's Float64 share."""
-    attrs = {"name": v.name, "valueReference": str(vr), "description": v.description, "causality": v.causality,
+def _variable_attrs(position: int, v: Variable) -> dict[str, str]:
+    """The attributes FMI 2's ScalarVariable and FMI 3's Float64 share, of the variable at
+    ``position`` (from 0)."""
+    attrs = {"name": v.name, "valueReference": str(value_reference(position)), "description": v.description,
+             "causality": v.causality,
              "variability": v.variability}
     if v.initial is not None:
         attrs["initial"] = v.initial
@@ -256,7 +258,7 @@ def model_description_fmi2(variables: list[Variable], *, model_name: str, model_
                                  stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
     for k, v in enumerate(variables):
-        attrs = _variable_attrs(value_reference(k), v)
+        attrs = _variable_attrs(k, v)
         sv = SubElement(mv, "ScalarVariable", attrs)
         real = {"unit": v.unit}
         if v.start is not None:
@@ -322,7 +324,7 @@ def model_description_fmi3(variables: list[Variable], *, model_name: str, model_
     _units_categories_experiment(root, variables, log_categories, stop_time, step_size)
     mv = SubElement(root, "ModelVariables")
     for k, v in enumerate(variables):
-        attrs = _variable_attrs(value_reference(k), v)
+        attrs = _variable_attrs(k, v)
         attrs["unit"] = v.unit
         if v.start is not None:
             attrs["start"] = _fmt(v.start)

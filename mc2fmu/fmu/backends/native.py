@@ -83,7 +83,7 @@ TOLERANCE = 1e-12  # self-check: max |C - torch| of an output relative to max(1,
 #: the accelerations solve M_m qdd = f: two correct codes that sum in another order differ by
 #: up to about n eps cond(M_m) relatively; the self-check allows this much times cond(M_m)
 #: where that is above TOLERANCE (a 6-DOF model with cond 3e3: 2.8e-12 measured)
-SOLVE_ROUNDOFF = 16 * 2.220446049250313e-16
+SOLVE_ROUNDOFF = 16 * float(np.finfo(np.float64).eps)
 ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "softplus": 2}
 ROLES = {"input": "MC2FMU_ROLE_INPUT", "pose": "MC2FMU_ROLE_POSE", "q": "MC2FMU_ROLE_Q", "qd": "MC2FMU_ROLE_QD",
          "envelope": "MC2FMU_ROLE_ENVELOPE", "q_start": "MC2FMU_ROLE_Q_START", "qd_start": "MC2FMU_ROLE_QD_START",
@@ -738,6 +738,11 @@ def _compare_selftest(artifact, records: list[dict],
     decoder difference is not counted twice."""
     worst: dict[str, float] = {"decoder": 0.0, "rhs": 0.0, "step": 0.0, "poses": 0.0}
     excess: dict[str, float] = {name: 0.0 for name in worst}
+
+    def note(label: str, err: float, allowed: float = TOLERANCE) -> None:
+        worst[label] = max(worst.get(label, 0.0), err)
+        excess[label] = max(excess.get(label, 0.0), err / allowed if err == err else np.inf)
+
     names = {0: {"x": "decoder", "J": "decoder", "H": "decoder", "x_value": "decoder", "qdd": "rhs",
                  "q_next": "step", "spring": "springs"},
              1: {"qdd": "node rhs", "q_next": "node step", "qd_next": "node step"},
@@ -750,15 +755,11 @@ def _compare_selftest(artifact, records: list[dict],
             with np.errstate(invalid="ignore"):
                 err = _rel(out[key], ref)
             solves = rec["kind"] == 0 and key in ("qdd", "q_next")
-            allowed = max(TOLERANCE, SOLVE_ROUNDOFF * rec.get("condition", 1.0)) if solves else TOLERANCE
-            worst[label] = max(worst.get(label, 0.0), err)
-            excess[label] = max(excess.get(label, 0.0), err / allowed if err == err else np.inf)
+            note(label, err, max(TOLERANCE, SOLVE_ROUNDOFF * rec["condition"]) if solves else TOLERANCE)
         if rec["kind"] == 0:
             origin, rotation = poses_from_nc(artifact.layout, out["x_value"][None])
             ref_pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
-            err = _rel(out["pose"], ref_pose)
-            worst["poses"] = max(worst["poses"], err)
-            excess["poses"] = max(excess["poses"], err / TOLERANCE if err == err else np.inf)
+            note("poses", _rel(out["pose"], ref_pose))
     return worst, excess
 
 

@@ -1370,7 +1370,7 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
         }
     }
     for (k = 0; k < n_unknown; k++) {
-        const mc2fmu_variable *var = &mc2fmu_variables[unknowns[k] - 1]; /* checked above */
+        const mc2fmu_variable *var = mc2fmu_variable_at(c, unknowns[k]); /* checked above: never NULL */
         switch (var->role) {
         case MC2FMU_ROLE_Q: sens[k] = dq[var->index]; break;
         case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: sens[k] = dqd[var->index]; break;
