@@ -51,11 +51,13 @@ KNOWN = {
     "three_rrr": ("platform.x", "platform.y", "platform.R21"),  # R21 = sin of the platform angle
     # a free-floating body's pose: its origin and the rotation's small-angle entries
     "hexapod": ("platform.x", "platform.y", "platform.z", "platform.R32", "platform.R13", "platform.R21"),
+    # the body's height and roll (a small-angle entry), each wheel's height
+    "half_car": ("chassis.z", "chassis.R32", "upright_left.z", "upright_right.z"),
 }
 #: mechanisms with forces their file does not describe by a law: benchmarks/unknown_forces.py
 UNKNOWN_FORCES = ("four_bar_friction", "macpherson_nl")
 DOF = {"four_bar": 1, "four_bar_friction": 1, "macpherson_nl": 1, "slider_crank": 1, "two_bar": 2, "macpherson": 1, "five_bar": 2, "spatial_four_bar": 1,
-       "three_rrr": 3, "hexapod": 6}
+       "three_rrr": 3, "hexapod": 6, "half_car": 4}
 
 
 def ensure_runs(name: str) -> Path:

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.loss_cost import median_ms  # noqa: E402
 from benchmarks.train_accuracy import DOF, KNOWN, ensure_runs  # noqa: E402
 from mc2fmu.data.dataset import load_training_data  # noqa: E402
+from mc2fmu.parallel.executors import TRAIN_THREADS  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 from mc2fmu.reducers.autoencoder.loss import Evaluation  # noqa: E402
 from mc2fmu.reducers.autoencoder.trainer import Training  # noqa: E402
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lbfgs-iters", type=int, default=None, help="cap the L-BFGS iterations (default: the default)")
     ap.add_argument("--repeats", type=int, default=10, help="timed evaluations per piece (median; default 10)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)  # as mc2fmu.pipeline.train runs torch
+    torch.set_num_threads(TRAIN_THREADS)  # as mc2fmu.pipeline.train runs torch
     rows, pieces = [], []
     for name, folder, dof, coords in cases(args):
         ds = load_training_data(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"])

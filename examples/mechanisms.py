@@ -714,7 +714,94 @@ def hexapod() -> Model:
     )
 
 
+def half_car() -> Model:
+    """A half-car in its roll plane on a post rig (gravity -z), 4 DOF: body heave and roll, and
+    each wheel's hop on a double-wishbone suspension.
+
+    The body ("chassis", 380 kg, COM 9 cm above and 2 cm to the left of its pivot) moves on a
+    vertical guide and rolls about the guide's pin (global x, 0.48 m above the ground):
+    heave and roll.  Per side (y > 0 left, y < 0 right, mirrored): a lower wishbone from the
+    body (y 0.32, z 0.24) to the upright (y 0.74, z 0.20), an upper wishbone from the body
+    (y 0.45, z 0.56) to the upright (y 0.71, z 0.53) (shorter: the wheel gains camber in
+    bump), and the upright with its wheel (29 kg, COM at the wheel centre, y 0.80, z 0.30).
+    All joints turn about global x; each side's loop (body, two wishbones, upright) is closed
+    by a pin constraining only the in-plane position, so no constraint is redundant
+    (7 bodies).  Springs: a coilover from the lower wishbone (y 0.62) up to the
+    body (y 0.52, z 0.78) (30 kN/m, 1900 N s/m) and a tyre from the wheel centre to the
+    ground point below it (150 kN/m, 120 N s/m, rest length 0.30 m), both at rest length in
+    the reference configuration; the weight is carried by the constant part of the inputs
+    (solved by the engine).  Inputs: ``Fz`` a vertical force on the body at its pivot,
+    ``Mx`` a roll moment on the body, ``F_left``, ``F_right`` vertical forces at the wheel
+    centres (global directions).  Body frames: the body at its pivot, wishbones at their
+    inner pivot with x along the arm, uprights at the lower ball joint with x up the
+    upright.  Excitations: ``train`` three tones per input (body 0.6-2.5 Hz, wheels up to
+    the wheel hop near 11 Hz), about 6 cm of heave, 4 deg of roll and 1.5 cm of wheel hop;
+    ``low`` 0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
+    """
+    pivot = np.array([0.0, 0.0, 0.48])
+    ex = (1.0, 0.0, 0.0)
+    bodies = [Body("chassis", 380.0, (0.0, 0.02, 0.09), (95.0, 60.0, 120.0), pivot, np.eye(3))]
+    joints = [Joint("guide", "vertical_slider_pin", ("ground", "chassis"), pivot, frame(y=(0.0, 0.0, 1.0), z=ex))]
+    springs = []
+    for side, s in (("left", 1.0), ("right", -1.0)):
+        def P(y, z):
+            return np.array([0.0, s * y, z])
+        lo_in, lo_out, up_in, up_out, wheel = P(0.32, 0.24), P(0.74, 0.20), P(0.45, 0.56), P(0.71, 0.53), P(0.80, 0.30)
+        lo_frame = frame(x=lo_out - lo_in, z=ex)
+        up_frame = frame(x=up_out - up_in, z=ex)
+        upright_frame = frame(x=up_out - lo_out, z=ex)
+        lower = Body(f"lower_{side}", 4.2, (0.21, 0.0, 0.0), box_inertia(4.2, (0.42, 0.05, 0.3)), lo_in, lo_frame)
+        upper = Body(f"upper_{side}", 2.6, (0.13, 0.0, 0.0), box_inertia(2.6, (0.27, 0.04, 0.2)), up_in, up_frame)
+        upright = Body(f"upright_{side}", 29.0, (0.0, 0.0, 0.0), (1.1, 0.75, 0.75), lo_out, upright_frame)
+        upright = replace(upright, com=tuple(float(c) for c in upright.local(wheel)))
+        bodies += [lower, upper, upright]
+        joints += [Joint(f"lower_pivot_{side}", "revolute", ("chassis", f"lower_{side}"), lo_in, frame(z=ex)),
+                   Joint(f"upper_pivot_{side}", "revolute", ("chassis", f"upper_{side}"), up_in, frame(z=ex)),
+                   Joint(f"lower_ball_{side}", "revolute", (f"lower_{side}", f"upright_{side}"), lo_out, frame(z=ex)),
+                   Joint(f"upper_ball_{side}", "planar_pin", (f"upper_{side}", f"upright_{side}"), up_out,
+                         frame(z=ex))]
+        seat, top = P(0.62, 0.2114), P(0.52, 0.78)
+        springs += [Spring(f"coilover_{side}", f"lower_{side}", tuple(float(c) for c in lower.local(seat)), "chassis",
+                           tuple(float(c) for c in bodies[0].local(top)), 30000.0, 1900.0,
+                           float(np.linalg.norm(top - seat))),
+                    Spring(f"tyre_{side}", f"upright_{side}", tuple(float(c) for c in upright.local(wheel)), "ground",
+                           tuple(float(c) for c in P(0.80, 0.0)), 150000.0, 120.0, 0.30)]
+    bodies = [bodies[0], *bodies[1::3], *bodies[2::3], *bodies[3::3]]
+
+    def coordinates(origin, rotation):
+        R = rotation[:, 0]
+        return {"heave": origin[:, 0, 2], "roll": np.arctan2(R[:, 2, 1], R[:, 1, 1]),
+                "wheel_left": origin[:, 5, 2], "wheel_right": origin[:, 6, 2]}
+
+    return Model(
+        name="half_car",
+        summary="half-car in its roll plane on a post rig, double-wishbone corners: heave, roll and wheel hop (4 DOF)",
+        gravity=(0.0, 0.0, -G),
+        bodies=tuple(bodies),
+        joints=tuple(joints),
+        inputs=(Input("Fz", "force", "chassis", (0.0, 0.0, 1.0), (0.0, 0.0, 0.0)),
+                Input("Mx", "torque", "chassis", (1.0, 0.0, 0.0)),
+                Input("F_left", "force", "upright_left", (0.0, 0.0, 1.0), bodies[5].com),
+                Input("F_right", "force", "upright_right", (0.0, 0.0, 1.0), bodies[6].com)),
+        static_inputs=None,
+        train=(
+            Waveform(((720.0, 0.7), (-420.0, 1.6), (-300.0, 2.5))),
+            Waveform(((500.0, 0.6), (-280.0, 1.3), (-220.0, 2.2))),
+            Waveform(((600.0, 1.1), (-350.0, 4.3), (-250.0, 9.7))),
+            Waveform(((-600.0, 0.9), (350.0, 3.7), (250.0, 10.6))),
+        ),
+        shape=(
+            Waveform(((300.0, 0.5), (250.0, 1.2), (-300.0, 1.9), (-250.0, 2.8))),
+            Waveform(((-200.0, 0.8), (150.0, 1.5), (200.0, 2.0), (-150.0, 2.9))),
+            Waveform(((250.0, 0.8), (-200.0, 2.6), (200.0, 6.1), (-250.0, 8.8))),
+            Waveform(((-250.0, 1.4), (200.0, 3.1), (200.0, 5.3), (-150.0, 9.2))),
+        ),
+        coordinates=coordinates,
+        springs=tuple(springs),
+    )
+
+
 BUILDERS = {"four_bar": four_bar, "slider_crank": slider_crank, "two_bar": two_bar, "macpherson": macpherson,
             "five_bar": five_bar, "spatial_four_bar": spatial_four_bar,
             "three_rrr": three_rrr, "four_bar_friction": four_bar_friction, "macpherson_nl": macpherson_nl,
-            "hexapod": hexapod}
+            "hexapod": hexapod, "half_car": half_car}

@@ -58,7 +58,7 @@ from .mechanisms import BUILDERS
 
 log = logging.getLogger(__name__)
 
-MACHINES = ["hexapod"]
+MACHINES = ["hexapod", "half_car"]
 MECHANISMS = [name for name in BUILDERS if name not in MACHINES]
 ALL = MECHANISMS + MACHINES
 EXCITATIONS = list(EXCITATIONS)
@@ -442,6 +442,54 @@ def small_oscillations(name: str | Model, amplitude: float = 0.02, t_end: float 
     t, origin = _exudyn.stored(built, "origin")
     keep = t >= 0.2
     return {"t": t[keep], "origin": origin[keep]}
+
+
+def undamped(name: str | Model) -> Model:
+    """The mechanism with every damper removed (springs kept): a physical variant of it."""
+    m = model(name) if isinstance(name, str) else name
+    return replace(m, springs=tuple(replace(s, damping=0.0) for s in m.springs))
+
+
+def undamped_modes(name: str | Model, t_end: float = 20.0) -> tuple[np.ndarray, list[list[int]]]:
+    """The small-oscillation frequencies (Hz, ascending) of the mechanism without its dampers
+    (:func:`undamped`), from the engine's free oscillation after a pulse
+    (:func:`small_oscillations`, ``t_end`` s, all body origins), fitted by sinusoids started from
+    Exudyn's own linearisation (``ComputeODE2Eigenvalues`` on the constraints' null space; a
+    start, not the reference: on the hexapod its two highest frequencies are 0.8 % above the
+    free oscillation's, and peak picking alone takes the twice-frequency response of the
+    strongest mode for a weakly excited one).  The record is exact (no noise), so the fit
+    separates modes well inside the spectral resolution ``1 / t_end``; modes closer than a
+    tenth of it (the hexapod's two sway modes, 0.003 Hz apart) are one oscillation with one
+    fitted frequency.  Returns the frequencies of the groups and the groups (indices into the
+    ascending modes)."""
+    from scipy.optimize import least_squares
+
+    m = undamped(name)
+    built = _exudyn.build(m, [(lambda t, c=float(c): c) for c in m.static_inputs])
+    values, _ = built.mbs.ComputeODE2Eigenvalues(convert2Frequencies=True)
+    f0 = np.sort(np.asarray(values, dtype=float))
+    f0 = f0[f0 > 1e-6 * max(1.0, float(f0.max()))]
+    groups: list[list[int]] = []
+    for i, f in enumerate(f0):
+        if groups and f - f0[groups[-1][-1]] < 0.1 / t_end:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    free = small_oscillations(m, t_end=t_end)
+    y = free["origin"].reshape(len(free["t"]), -1)
+    y = y - y.mean(0)
+    tt = free["t"] - free["t"][0]
+
+    def residual(f):
+        arg = 2 * np.pi * f[None] * tt[:, None]
+        basis = np.concatenate([np.cos(arg), np.sin(arg), np.ones((len(tt), 1))], 1)
+        coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
+        return (basis @ coef - y).ravel()
+
+    start = np.array([f0[g].mean() for g in groups])
+    fit = least_squares(residual, start, x_scale=start, xtol=1e-15, ftol=1e-15,
+                        bounds=(0.9 * start, 1.1 * start))
+    return fit.x, groups
 
 
 def oscillation_frequencies(t: np.ndarray, signals: np.ndarray, count: int, damped: bool = False) -> np.ndarray:

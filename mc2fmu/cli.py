@@ -137,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="with --seeds: run the seeds as Ray tasks on the cluster at ADDRESS (ray://HOST:10001 or "
                         "HOST:6379; needs the extra `cluster`); default: a process pool on this machine")
+    p.add_argument("--threads", type=_threads, default=None, metavar="N",
+                   help="torch threads of this training (default 2 whatever the machine, so the model does not "
+                        "depend on its cores; the last bits of the model depend on N; --seeds K runs each seed "
+                        "on 1, as its own process)")
     p.add_argument("-o", "--output", required=True, metavar="MODEL_DIR", help="model directory to write")
 
     p = command("batch", _cmd_batch, "many conversions from a jobs file, as Ray tasks -> OUT/", BATCH_HELP)
@@ -564,7 +568,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         with _progress_bar(args.quiet) as bar:
             art = train(args.mechanism, args.runs, cfg, args.output, reducer=args.reducer, progress=bar and bar.update,
                         resume=args.resume, checkpoint_every=args.checkpoint_every, notify=_notify(args.quiet),
-                        ray_address=args.ray)
+                        ray_address=args.ray, threads=args.threads)
     except TrainingInterrupted as exc:
         print(f"interrupted: the training state is saved in {exc.checkpoint}", file=sys.stderr)
         print("continue with the same command plus --resume", file=sys.stderr)
@@ -765,6 +769,15 @@ def _print_validation(result: dict) -> None:
             print(f"      stopped: {why}")
     if result.get("report"):
         print(f"  report: {result['report']}")
+
+
+def _threads(text: str) -> int:
+    """--threads: a whole number of threads, 1..MAX_THREADS."""
+    from .parallel.executors import MAX_THREADS
+
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of threads from 1 to {MAX_THREADS}")
+    return int(text)
 
 
 def _seconds(text: str) -> float:

@@ -32,7 +32,7 @@ EXCITATIONS = ("train", "low", "shape", "high")
 def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.PathLike, *,
           reducer: str | None = None, progress: Callable[[dict], None] | None = None, resume: bool = False,
           checkpoint_every: float = 30.0, notify: Callable[[str], None] | None = None,
-          ray_address: str | None = None):
+          ray_address: str | None = None, threads: int | None = None):
     """``mc2fmu train``: read the data once, fit the reducer, write the model directory.
 
     ``config.dof == "auto"``: the number of minimal coordinates is estimated from the data
@@ -41,7 +41,9 @@ def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.Pa
     ``checkpoint_every`` seconds and on Ctrl-C) and removed after the model is written;
     ``resume`` continues from it.  ``config.seeds`` > 1: that many seeds in parallel, the best
     kept (:mod:`mc2fmu.parallel.seeds`; on the Ray cluster at ``ray_address`` if given).  Torch
-    runs one thread per training, so the model does not depend on the machine's cores.
+    runs a fixed number of threads, so the model does not depend on the machine's cores:
+    ``threads``, default :data:`~mc2fmu.parallel.executors.TRAIN_THREADS` (2) for a training
+    alone and one per seed or batch job (the tasks fill the cores as processes).
     Returns the :class:`~mc2fmu.models.artifact.ModelArtifact`.
     """
     from .data.dataset import load_training_data
@@ -69,14 +71,14 @@ def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.Pa
                            resume=resume, checkpoint_every=checkpoint_every, ray_address=ray_address)
     import torch
 
-    from .parallel.executors import TASK_THREADS
+    from .parallel.executors import training_threads
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(TASK_THREADS)
+    before = torch.get_num_threads()
+    torch.set_num_threads(training_threads(threads))
     try:
         art = entry.load().fit(dataset, config, progress=progress, checkpoint=ckpt)
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
     save_artifact(out_dir, art)
     ckpt.path.unlink(missing_ok=True)
     return art

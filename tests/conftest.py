@@ -22,6 +22,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 from mc2fmu.fmu.platforms import host_name  # noqa: E402
 
 os.environ.setdefault("MC2FMU_PLATFORMS", host_name())
+# the suite's trainings (tiny, run by pytest-xdist workers and their subprocesses side by side)
+# on one torch thread each: two threads per training would oversubscribe the cores
+os.environ.setdefault("MC2FMU_TRAIN_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -38,7 +38,8 @@ def _record(model_dir: Path) -> dict:
 
 def test_seeds_keep_the_lowest_validation_loss_and_record_every_seed(four_bar, tmp_path):
     """--seeds 2: the kept model is the seed with the lower validation loss, identical (array
-    for array) to that seed trained alone, and the record lists both seeds."""
+    for array) to that seed trained alone on one thread (each seed's task runs one), and the
+    record lists both seeds."""
     mech, run, _ = four_bar
     proc = _cli("train", str(mech), run, *TINY, "--seed", "5", "--seeds", "2", "-o", str(tmp_path / "ens"), "-q")
     assert proc.returncode == 0, proc.stderr
@@ -50,7 +51,7 @@ def test_seeds_keep_the_lowest_validation_loss_and_record_every_seed(four_bar, t
     assert ens["members"][0]["val_loss"] != ens["members"][1]["val_loss"]
     assert "kept seed" in proc.stdout and not (tmp_path / "ens.seeds").exists()
     alone = tmp_path / f"seed{best['seed']}"
-    proc = _cli("train", str(mech), run, *TINY, "--seed", str(best["seed"]), "-o", str(alone), "-q")
+    proc = _cli("train", str(mech), run, *TINY, "--seed", str(best["seed"]), "--threads", "1", "-o", str(alone), "-q")
     assert proc.returncode == 0, proc.stderr
     a, b = np.load(alone / "arrays.npz"), np.load(tmp_path / "ens" / "arrays.npz")
     assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files)
@@ -206,3 +207,23 @@ mechanism = "{mech}"
     assert "jobs[1] (x): train:" in err and "missing.csv: no such file" in err
     assert "jobs[1] (x): fmi = 4: choose one of 2, 3" in err
     assert "jobs[2] (x): name 'x' is used by another job" in err and "jobs[2] (x): train: give a list" in err
+
+
+def test_training_threads_option_task_environment_and_default(monkeypatch):
+    """A training alone runs TRAIN_THREADS (2) torch threads unless told otherwise: --threads,
+    a task's own count (a seed or a batch job runs 1), or $MC2FMU_TRAIN_THREADS; a bad value of
+    the variable is an error naming it."""
+    from mc2fmu.errors import Mc2fmuError
+    from mc2fmu.parallel import executors
+
+    monkeypatch.delenv("MC2FMU_TRAIN_THREADS", raising=False)
+    assert executors.training_threads() == executors.TRAIN_THREADS == 2
+    assert executors.training_threads(3) == 3
+    monkeypatch.setenv("MC2FMU_TRAIN_THREADS", "1")
+    assert executors.training_threads() == 1 and executors.training_threads(4) == 4
+    for bad in ("0", "two", "65", "-1"):
+        monkeypatch.setenv("MC2FMU_TRAIN_THREADS", bad)
+        with pytest.raises(Mc2fmuError, match=r"MC2FMU_TRAIN_THREADS=.*from 1 to 64"):
+            executors.training_threads()
+    monkeypatch.setattr(executors, "_task_threads", 1)
+    assert executors.training_threads() == 1

@@ -18,9 +18,17 @@ from typing import Any, Callable, Iterator, Protocol
 
 from ..errors import Mc2fmuError
 
-#: torch threads per task: fixed, so a task's result does not depend on the machine (torch's
-#: default, one thread per core, changes the float summation order and so the trained model)
+#: torch threads per task (a seed of ``train --seeds``, a batch job): fixed, so a task's result
+#: does not depend on the machine (torch's default, one thread per core, changes the float
+#: summation order and so the trained model); the tasks fill the cores as processes
 TASK_THREADS = 1
+#: torch threads of one training run alone (``train``, ``convert``, ``demo``; ``train
+#: --threads``): fixed for the same reason.  Measured on this 2-core machine, 400 L-BFGS
+#: iterations on every triplet, 2 threads against 1: the four-bar 1.29x, the five-bar 1.43x,
+#: the hexapod 1.36x faster (benchmarks/scaling.py has the whole trainings)
+TRAIN_THREADS = 2
+MAX_THREADS = 64
+_task_threads: int | None = None  # set in a task's process by _with_threads
 
 
 class ClusterError(Mc2fmuError):
@@ -45,8 +53,25 @@ class Executor(Protocol):
 def _with_threads(fn: Callable, threads: int, args: tuple):
     import torch
 
+    global _task_threads
+    _task_threads = threads
     torch.set_num_threads(threads)
     return fn(*args)
+
+
+def training_threads(requested: int | None = None) -> int:
+    """The torch threads a training runs on: ``requested``, else the task's (inside a
+    :class:`LocalPool` or :class:`RayPool` task), else ``$MC2FMU_TRAIN_THREADS``, else
+    :data:`TRAIN_THREADS`."""
+    if requested or _task_threads:
+        return int(requested or _task_threads)
+    text = os.environ.get("MC2FMU_TRAIN_THREADS", "").strip()
+    if not text:
+        return TRAIN_THREADS
+    if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
+        raise Mc2fmuError(f"$MC2FMU_TRAIN_THREADS={text!r}: give a whole number of torch threads from 1 to "
+                          f"{MAX_THREADS}, or unset it (default {TRAIN_THREADS})")
+    return int(text)
 
 
 class LocalPool:

@@ -257,19 +257,17 @@ MC2FMU_STATIC void MC2FMU_(eval_springs)(MC2FMU_(rows) Z, MC2FMU_(terms) *T) {
     int s, i, n, j;
     for (s = 0; s < MC2FMU_NS; s++) {
         const double *MC2FMU_RESTRICT P = mc2fmu_P_h + (size_t)s * 3 * MC2FMU_NH;
-        for (i = 0; i < 3; i++) {
-            mc2fmu_real acc = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) acc += P[i * MC2FMU_NH + n] * Z[0][n];
-            d[i] = acc + mc2fmu_p_h[3 * s + i];
-        }
+        mc2fmu_real acc[3] = {0.0, 0.0, 0.0}, sg[MC2FMU_NQ];
+        for (n = 0; n < MC2FMU_NH; n++)  /* three independent sums, each over n in order */
+            for (i = 0; i < 3; i++) acc[i] += P[i * MC2FMU_NH + n] * Z[0][n];
+        for (i = 0; i < 3; i++) d[i] = acc[i] + mc2fmu_p_h[3 * s + i];
         l = MC2FMU_SQRT(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
         for (i = 0; i < 3; i++) d[i] /= l; /* now n */
         for (n = 0; n < MC2FMU_NH; n++) w[n] = P[n] * d[0] + P[MC2FMU_NH + n] * d[1] + P[2 * MC2FMU_NH + n] * d[2];
-        for (j = 0; j < MC2FMU_NQ; j++) {
-            mc2fmu_real acc = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) acc += Z[1 + j][n] * w[n];
-            T->sg[s][j] = acc;
-        }
+        for (j = 0; j < MC2FMU_NQ; j++) sg[j] = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++)
+            for (j = 0; j < MC2FMU_NQ; j++) sg[j] += Z[1 + j][n] * w[n];
+        for (j = 0; j < MC2FMU_NQ; j++) T->sg[s][j] = sg[j];
         T->sk[s] = T->ph->spring[3 * s] * (l - T->ph->spring[3 * s + 2]);
 #if MC2FMU_NLAW > 0
         T->sl[s] = l;
@@ -338,11 +336,42 @@ MC2FMU_STATIC void MC2FMU_(hidden_vv)(const MC2FMU_(terms) *T, const mc2fmu_real
 }
 #endif
 
+/* GJ[j][m] = sum_n G[m][n] Jh[j][n] (Jh[j] = Z[1 + j]; GT = G^T, NH x NK): tiles of 4 m x NQ j
+   accumulated in registers over n (independent sums, vectorisable; each sum over n in order, as a
+   dot product of a row of G with Jh[j] would add them) */
+MC2FMU_STATIC void MC2FMU_(g_times_jh)(const double *MC2FMU_RESTRICT GT, MC2FMU_(rows) Z,
+                                       mc2fmu_real GJ[MC2FMU_NQ][MC2FMU_NK]) {
+    int m, n, j, r;
+    for (m = 0; m + 4 <= MC2FMU_NK; m += 4) {
+        mc2fmu_real acc[MC2FMU_NQ][4];
+        for (j = 0; j < MC2FMU_NQ; j++)
+            for (r = 0; r < 4; r++) acc[j][r] = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) {
+            const double *MC2FMU_RESTRICT w = GT + (size_t)n * MC2FMU_NK + m;
+            for (j = 0; j < MC2FMU_NQ; j++) {
+                const mc2fmu_real z = Z[1 + j][n];
+                for (r = 0; r < 4; r++) acc[j][r] += w[r] * z;
+            }
+        }
+        for (j = 0; j < MC2FMU_NQ; j++)
+            for (r = 0; r < 4; r++) GJ[j][m + r] = acc[j][r];
+    }
+    for (; m < MC2FMU_NK; m++) {
+        mc2fmu_real acc[MC2FMU_NQ];
+        for (j = 0; j < MC2FMU_NQ; j++) acc[j] = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) {
+            const double w = GT[(size_t)n * MC2FMU_NK + m];
+            for (j = 0; j < MC2FMU_NQ; j++) acc[j] += w * Z[1 + j][n];
+        }
+        for (j = 0; j < MC2FMU_NQ; j++) GJ[j][m] = acc[j];
+    }
+}
+
 /* h, Jh, Hh, A Jh and M_m (and the springs' geometry) at q: the decoder's geometry, cached by
    the value of q (the output poses at a grid point and the next step's terms share one decoder
    evaluation) */
 MC2FMU_STATIC void MC2FMU_(eval_geometry)(const mc2fmu_real *q, MC2FMU_(terms) *T) {
-    int n, m, j, k;
+    int n, j, k;
     MC2FMU_(rows) Z;
     if (T->valid && memcmp(T->q, q, sizeof T->q) == 0) return;
 #if MC2FMU_JV
@@ -351,14 +380,7 @@ MC2FMU_STATIC void MC2FMU_(eval_geometry)(const mc2fmu_real *q, MC2FMU_(terms) *
     Z = MC2FMU_(hidden)(q, T->bufA, T->bufB, MC2FMU_P);
 #endif
     T->zb = Z == T->bufB;
-    /* G Jh, a dot product per row of G */
-    for (j = 0; j < MC2FMU_NQ; j++)
-        for (m = 0; m < MC2FMU_NK; m++) {
-            const double *MC2FMU_RESTRICT g = T->ph->G + (size_t)m * MC2FMU_NH;
-            mc2fmu_real s = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) s += g[n] * Z[1 + j][n];
-            T->GJ[j][m] = s;
-        }
+    MC2FMU_(g_times_jh)(T->ph->GT, Z, T->GJ);
     /* M_m = (G Jh)^T (G Jh): the lower triangle, mirrored (exactly symmetric) */
     for (j = 0; j < MC2FMU_NQ; j++)
         for (k = 0; k <= j; k++) {
@@ -413,11 +435,9 @@ MC2FMU_STATIC void MC2FMU_(eval_terms)(const mc2fmu_real *q, const mc2fmu_real *
         }
         for (n = 0; n < MC2FMU_NH; n++) y[n] += u[k] * (t[n] + c[n]);
     }
-    for (j = 0; j < MC2FMU_NQ; j++) {
-        mc2fmu_real s = 0.0;
-        for (n = 0; n < MC2FMU_NH; n++) s += Z[1 + j][n] * y[n];
-        T->fm[j] = s;
-    }
+    for (j = 0; j < MC2FMU_NQ; j++) T->fm[j] = 0.0;
+    for (n = 0; n < MC2FMU_NH; n++)  /* Jh^T y: NQ independent sums, each over n in order */
+        for (j = 0; j < MC2FMU_NQ; j++) T->fm[j] += Z[1 + j][n] * y[n];
 #if MC2FMU_NT > 0
     for (k = 0; k < MC2FMU_NU; k++) T->u[k] = u[k];
 #endif
@@ -511,11 +531,11 @@ MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v
             for (n = 0; n < MC2FMU_NH; n++) hv[n] += hk[n] * w;
         }
 #endif
-    for (k = 0; k < MC2FMU_NK; k++) {  /* G (Hh : v v) */
-        const double *MC2FMU_RESTRICT g = T->ph->G + (size_t)k * MC2FMU_NH;
-        mc2fmu_real s = 0.0;
-        for (n = 0; n < MC2FMU_NH; n++) s += g[n] * hv[n];
-        ghv[k] = s;
+    for (k = 0; k < MC2FMU_NK; k++) ghv[k] = 0.0;
+    for (n = 0; n < MC2FMU_NH; n++) {  /* G (Hh : v v), each row's sum over n in order */
+        const double *MC2FMU_RESTRICT w = T->ph->GT + (size_t)n * MC2FMU_NK;
+        const mc2fmu_real z = hv[n];
+        for (k = 0; k < MC2FMU_NK; k++) ghv[k] += w[k] * z;
     }
     for (j = 0; j < MC2FMU_NQ; j++) {
         mc2fmu_real s = 0.0;

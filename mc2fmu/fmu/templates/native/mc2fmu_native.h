@@ -142,7 +142,7 @@ enum { MC2FMU_INSTANTIATED, MC2FMU_INITIALIZATION, MC2FMU_EVENT, MC2FMU_CONTINUO
 #define MC2FMU_PHYS_SPRINGS (MC2FMU_PHYS_GRAVITY + 3)
 
 typedef struct {
-    double G[MC2FMU_NK * MC2FMU_NH];    /* A = G^T G, row-major (NK x NH) */
+    double GT[MC2FMU_NH * MC2FMU_NK];   /* A = G^T G, G (NK x NH) stored transposed: GT[n * NK + r] = G[r][n] */
     double g[MC2FMU_NH];                /* g = W_L^T S f_g */
     double spring[3 * MC2FMU_NS1];      /* per spring: k, c, L0 */
 } mc2fmu_physics;
@@ -291,7 +291,7 @@ static double mc2fmu_physics_form(const double *th, mc2fmu_physics *ph, double *
        pivots on the largest remaining diagonal entry; entries below MASS_RANK_TOL of the
        largest are the rank deficiency mc2fmu.fmu.backends.native.mass_factor leaves out too */
     for (r = 0; r < MC2FMU_NK && d0 > 0.0; r++) {
-        double *G = ph->G + (size_t)r * MC2FMU_NH, piv;
+        double *GT = ph->GT, piv; /* G[r][n] is GT[n * NK + r] */
         int p = -1;
         for (n = 0; n < MC2FMU_NH; n++)
             if (!pivoted[n] && (p < 0 || diag[n] > diag[p])) p = n;
@@ -299,13 +299,14 @@ static double mc2fmu_physics_form(const double *th, mc2fmu_physics *ph, double *
         piv = sqrt(diag[p]);
         pivoted[p] = 1;
         for (n = 0; n < MC2FMU_NH; n++) {
-            double acc;
+            double acc, *Gn = GT + (size_t)n * MC2FMU_NK;
+            const double *Gp = GT + (size_t)p * MC2FMU_NK;
             if (pivoted[n] && n != p) continue; /* G[r][n] = 0 */
-            if (n == p) { G[n] = piv; continue; }
+            if (n == p) { Gn[r] = piv; continue; }
             acc = A[p * MC2FMU_NH + n];
-            for (t = 0; t < r; t++) acc -= ph->G[(size_t)t * MC2FMU_NH + p] * ph->G[(size_t)t * MC2FMU_NH + n];
-            G[n] = acc / piv;
-            diag[n] -= G[n] * G[n];
+            for (t = 0; t < r; t++) acc -= Gp[t] * Gn[t];
+            Gn[r] = acc / piv;
+            diag[n] -= Gn[r] * Gn[r];
         }
     }
     if (d0 > 0.0)
