@@ -51,6 +51,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "variants": [],
     "curvature": [],
     "modelica": [],
+    "scaling": [],
 }
 
 

@@ -644,9 +644,10 @@ def hexapod() -> Model:
     platform, global directions: forces ``Fx``, ``Fy``, ``Fz`` at its centre and torques
     ``Mx``, ``My``, ``Mz``.  Body frames: cylinders at their base point and rods at their
     platform point, x along the leg (base -> platform); the platform at its centre.
-    Small oscillations (platform alone, leg masses left out): 1.3, 1.3, 3.1, 3.4, 5.5 and 6.0
-    Hz.  Excitations: ``train`` three tones per input (0.3-3.1 Hz), about 3 cm and 3-6 deg;
-    ``low`` 0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
+    Small oscillations without the dampers (the engine's free oscillation): 1.175 Hz (two sway
+    modes 0.003 Hz apart), 2.413, 3.012, 4.189 and 4.400 Hz.  Excitations: ``train`` three
+    tones per input (0.3-3.1 Hz), about 3 cm and 3-6 deg; ``low`` 0.5x; ``shape`` four tones
+    each, of smaller reach; ``high`` 1.7x.
     """
     r_base, r_plat, height = 0.5, 0.4, 0.55
     base_deg = [a + s for a in (0.0, 120.0, 240.0) for s in (-14.0, 14.0)]
