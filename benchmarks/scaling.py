@@ -252,9 +252,9 @@ def main(argv=None) -> int:
         print("|---|---|---|---|---|---|---|")
         for r in machines:
             fmt = ", ".join
+            mo = ("- | -" if np.isnan(r["modelica_diff"]) else f"{r['modelica_s']:.0f} | {r['modelica_diff']:.1e}")
             print(f"| {r['name']} | {r['mode']} | {fmt(f'{f:.4g}' for f in r['engine_hz'])} | "
-                  f"{fmt(f'{f:.4g}' for f in r['reduced_hz'])} | {100 * r['freq_err']:.2f} % | "
-                  f"{r['modelica_s']:.0f} | {r['modelica_diff']:.1e} |")
+                  f"{fmt(f'{f:.4g}' for f in r['reduced_hz'])} | {100 * r['freq_err']:.2f} % | {mo} |")
     learnt = [r for r in rows if r["mode"] == "learnt"]
     if len(learnt) >= 3:
         for r in learnt:
