@@ -26,8 +26,9 @@ FMU microseconds per step.
 
 Exits 1 when a target of issue 43 is missed on the 6-DOF hexapod (both modes): train at most
 0.3 %, held-out at most 0.5 %, the `train` command at most 300 s, `high` flagged before its
-error passes 10 %, the FMU at most 20 us per step and equal to `simulate` to 1e-9 m, the six
-frequencies within 1 % of the engine's, the Modelica export compiling.  Timings need a quiet
+error passes 10 % (met if it never does), the FMU at most 20 us per step and equal to
+`simulate` to 1e-9 m, every frequency within 1 % of the engine's, and (learnt rows) the Modelica
+export compiling with der(qd) within 1e-10 of the FMU's.  Timings need a quiet
 machine: run nothing beside it.
 """
 
@@ -89,7 +90,7 @@ def train_row(name: str, mode: str, model_dir: Path, reuse: bool) -> dict:
 
 def fmu_vs_simulate(model_dir: Path, folder: Path, work: Path) -> float:
     """The largest body-origin distance (m) between the native FMU under fmpy and `simulate` on
-    the ``low`` run (inf if one of them stops and the other does not)."""
+    the ``low`` run (inf if either of them stops before its end)."""
     from mc2fmu.data.poses import read_run
     from mc2fmu.fmu.export import export_fmu
     from mc2fmu.mechanics.mechanism import load_mechanism
@@ -105,14 +106,13 @@ def fmu_vs_simulate(model_dir: Path, folder: Path, work: Path) -> float:
     run_path = folder / "runs" / "low.csv.gz"
     run = read_run(run_path, mech)
     ref = simulate_run(art, nc_from_poses(art.layout, run.origin, run.rotation), run.u)
-    ok = np.isfinite(ref["x"]).all(axis=1)
-    origin = np.full_like(run.origin, np.nan)
-    origin[ok] = poses_from_nc(art.layout, ref["x"][ok])[0]
-    series = validate_run(fmu, fmu_artifact(fmu), mech, run_path)["series"]
-    n = len(series["t"])
-    if n != len(run.t) or not ok.all():
+    if not np.isfinite(ref["x"]).all():
         return float("inf")
-    return float(np.abs(series["origin"] - origin[:n]).max())
+    origin = poses_from_nc(art.layout, ref["x"])[0]
+    series = validate_run(fmu, fmu_artifact(fmu), mech, run_path)["series"]
+    if len(series["t"]) != len(run.t):
+        return float("inf")
+    return float(np.abs(series["origin"] - origin).max())
 
 
 def frequencies(name: str, model_dir: Path, work: Path) -> tuple[np.ndarray, np.ndarray, float]:
@@ -224,7 +224,7 @@ def main(argv=None) -> int:
             checks = [(row["nrmse"]["train"] <= TARGETS["train_nrmse"], f"train NRMSE {100 * row['nrmse']['train']:.3f} %"),
                       (held <= TARGETS["held_out_nrmse"], f"held-out NRMSE {100 * held:.3f} %"),
                       (row["fit_s"] <= TARGETS["train_s"], f"train command {row['fit_s']:.0f} s"),
-                      (row["flag"] is not None and (row["err10"] is None or row["flag"] < row["err10"]),
+                      (row["err10"] is None or (row["flag"] is not None and row["flag"] <= row["err10"])),
                        f"high flagged at {row['flag']} s, 10 % error at {row['err10']} s"),
                       (row["fmu_us"] <= TARGETS["fmu_us"], f"FMU {row['fmu_us']:.1f} us/step"),
                       (row["fmu_diff"] <= TARGETS["fmu_vs_simulate_m"], f"FMU vs simulate {row['fmu_diff']:.1e} m"),

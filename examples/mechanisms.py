@@ -736,7 +736,8 @@ def half_car() -> Model:
     centres (global directions).  Body frames: the body at its pivot, wishbones at their
     inner pivot with x along the arm, uprights at the lower ball joint with x up the
     upright.  Excitations: ``train`` three tones per input (body 0.6-2.5 Hz, wheels up to
-    the wheel hop near 11 Hz), about 6 cm of heave, 4 deg of roll and 1.5 cm of wheel hop;
+    the wheel hop near 11 Hz), about 6 cm of heave, 4 deg of roll and 1.5 cm of wheel hop (the
+    lower ball joints' height, ``wheel_left``/``wheel_right`` in the range checks);
     ``low`` 0.5x; ``shape`` four tones each, of smaller reach; ``high`` 1.7x.
     """
     pivot = np.array([0.0, 0.0, 0.48])

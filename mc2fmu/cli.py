@@ -138,9 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --seeds: run the seeds as Ray tasks on the cluster at ADDRESS (ray://HOST:10001 or "
                         "HOST:6379; needs the extra `cluster`); default: a process pool on this machine")
     p.add_argument("--threads", type=_threads, default=None, metavar="N",
-                   help="torch threads of this training (default 2 whatever the machine, so the model does not "
-                        "depend on its cores; the last bits of the model depend on N; --seeds K runs each seed "
-                        "on 1, as its own process)")
+                   help="torch threads of this training (default $MC2FMU_TRAIN_THREADS, else 2, whatever the "
+                        "machine, so the model does not depend on its cores; the last bits of the model depend on "
+                        "N; not with --seeds K, which runs each seed on 1, as its own process)")
     p.add_argument("-o", "--output", required=True, metavar="MODEL_DIR", help="model directory to write")
 
     p = command("batch", _cmd_batch, "many conversions from a jobs file, as Ray tasks -> OUT/", BATCH_HELP)
@@ -775,7 +775,7 @@ def _threads(text: str) -> int:
     """--threads: a whole number of threads, 1..MAX_THREADS."""
     from .parallel.executors import MAX_THREADS
 
-    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_THREADS:
+    if not (text.strip().isascii() and text.strip().isdecimal()) or not 1 <= int(text) <= MAX_THREADS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of threads from 1 to {MAX_THREADS}")
     return int(text)
 

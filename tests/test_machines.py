@@ -32,6 +32,7 @@ def hexapod(tmp_path_factory):
     return mech, Path(run["path"]), model, run
 
 
+@pytest.mark.slow
 def test_a_briefly_trained_6_dof_model_keeps_its_bodies_rigid_and_follows_the_engine(hexapod):
     from mc2fmu.data.poses import read_run
     from mc2fmu.mechanics.mechanism import load_mechanism
@@ -59,6 +60,7 @@ def test_a_briefly_trained_6_dof_model_keeps_its_bodies_rigid_and_follows_the_en
     assert np.abs(origin[:, 0] - engine["origin"][:, 0]).max() < 5e-4
 
 
+@pytest.mark.slow
 def test_the_6_dof_native_fmu_equals_simulate(hexapod, tmp_path):
     from mc2fmu.fmu.export import export_fmu
     from tests.test_export import _assert_parity

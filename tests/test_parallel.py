@@ -221,9 +221,16 @@ def test_training_threads_option_task_environment_and_default(monkeypatch):
     assert executors.training_threads(3) == 3
     monkeypatch.setenv("MC2FMU_TRAIN_THREADS", "1")
     assert executors.training_threads() == 1 and executors.training_threads(4) == 4
-    for bad in ("0", "two", "65", "-1"):
+    for bad in ("0", "two", "65", "-1", "\u00b2"):
         monkeypatch.setenv("MC2FMU_TRAIN_THREADS", bad)
         with pytest.raises(Mc2fmuError, match=r"MC2FMU_TRAIN_THREADS=.*from 1 to 64"):
             executors.training_threads()
+    for bad in (0, -1, 65, 2.0, True):
+        with pytest.raises(Mc2fmuError, match=r"threads=.*from 1 to 64"):
+            executors.training_threads(bad)
     monkeypatch.setattr(executors, "_task_threads", 1)
-    assert executors.training_threads() == 1
+    assert executors.training_threads() == 1 and executors.training_threads(2) == 2
+    for bad in ("0", "65", "x", "\u00b2"):  # the CLI's --threads: an argparse error naming the range
+        with pytest.raises(SystemExit):
+            from mc2fmu.cli import main
+            main(["train", "m.toml", "r.csv", "--threads", bad, "-o", "out"])

@@ -63,12 +63,16 @@ def training_threads(requested: int | None = None) -> int:
     """The torch threads a training runs on: ``requested``, else the task's (inside a
     :class:`LocalPool` or :class:`RayPool` task), else ``$MC2FMU_TRAIN_THREADS``, else
     :data:`TRAIN_THREADS`."""
-    if requested or _task_threads:
-        return int(requested or _task_threads)
+    if requested is not None:
+        if isinstance(requested, bool) or not isinstance(requested, int) or not 1 <= requested <= MAX_THREADS:
+            raise Mc2fmuError(f"threads={requested!r}: give a whole number of torch threads from 1 to {MAX_THREADS}")
+        return requested
+    if _task_threads:
+        return _task_threads
     text = os.environ.get("MC2FMU_TRAIN_THREADS", "").strip()
     if not text:
         return TRAIN_THREADS
-    if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
+    if not (text.isascii() and text.isdecimal()) or not 1 <= int(text) <= MAX_THREADS:
         raise Mc2fmuError(f"$MC2FMU_TRAIN_THREADS={text!r}: give a whole number of torch threads from 1 to "
                           f"{MAX_THREADS}, or unset it (default {TRAIN_THREADS})")
     return int(text)
