@@ -29,6 +29,30 @@ from examples.reference import MECHANISMS  # noqa: E402
 TOLERANCE = 1e-10
 
 
+def der_qd_difference(model: Path, cm, work: Path, points: int) -> float:
+    """The largest difference of the compiled Modelica model ``cm``'s der(qd) from the native
+    FMI 3 model-exchange FMU's (fmpy) at ``points`` states spread over the training envelope,
+    relative to the largest |qdd|."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.fmu.platforms import host_name
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
+    from tests.fmu_helpers import run_json, start_values
+
+    fmu = work / "me.fmu"
+    export_fmu(model, fmu, "native", 3, "me", platforms=host_name())
+    art = load_artifact(model)
+    pts = sample_points(art.envelope, art.model, points, seed=11)
+    q, qd, u = (np.concatenate([p[k] for p in pts]) for k in ("q", "qd", "u"))
+    res = run_json(ROOT / "tests" / "fmpy_sim.py", {"kind": "jacobian", "fmu": str(fmu), "start": start_values(model),
+                                                     "states": np.hstack([q, qd]).tolist(), "u": u.tolist()}, work)
+    idx = [res["unknowns"].index(f"der(qd[{i + 1}])") for i in range(art.dof)]
+    want = np.array(res["values"])[:, idx]
+    p = cm.parameter_vector()
+    got = np.array([cm.qdd(q[k], qd[k], u[k], p) for k in range(len(q))])
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=[m for m in MECHANISMS if m not in UNKNOWN_FORCES])
@@ -40,14 +64,10 @@ def main(argv=None) -> int:
 
     import rumoca
 
-    from mc2fmu.fmu.export import export_fmu
-    from mc2fmu.fmu.platforms import host_name
     from mc2fmu.modelica.export import export_modelica
     from mc2fmu.models.artifact import load_artifact
-    from mc2fmu.models.envelope import sample_points
     from mc2fmu.pipeline import train
     from mc2fmu.reducers.autoencoder.config import TrainConfig
-    from tests.fmu_helpers import run_json, start_values
     from tests.modelica_host import CompiledModel
 
     rows, bad = [], []
@@ -68,20 +88,8 @@ def main(argv=None) -> int:
         rumoca.Session().loads(src, model="ReducedModel").summary()
         rumoca_s = time.perf_counter() - t0
         cm = CompiledModel(mo)
-        fmu = work / "me.fmu"
-        export_fmu(model, fmu, "native", 3, "me", platforms=host_name())
         art = load_artifact(model)
-        pts = sample_points(art.envelope, art.model, 16, seed=11)
-        q = np.concatenate([p["q"] for p in pts])
-        qd = np.concatenate([p["qd"] for p in pts])
-        u = np.concatenate([p["u"] for p in pts])
-        res = run_json(ROOT / "tests" / "fmpy_sim.py", {"kind": "jacobian", "fmu": str(fmu), "start": start_values(model),
-                                                         "states": np.hstack([q, qd]).tolist(), "u": u.tolist()}, work)
-        idx = [res["unknowns"].index(f"der(qd[{i + 1}])") for i in range(art.dof)]
-        want = np.array(res["values"])[:, idx]
-        p = cm.parameter_vector()
-        got = np.array([cm.qdd(q[k], qd[k], u[k], p) for k in range(len(q))])
-        diff = float(np.abs(got - want).max() / np.abs(want).max())
+        diff = der_qd_difference(model, cm, work, 16)
         rows.append((name, art.dof, summary["bytes"], export_s, cm.compile_seconds, rumoca_s, len(diagnostics), diff))
         if not diff <= TOLERANCE or diagnostics:
             bad.append(name)
