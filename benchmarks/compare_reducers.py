@@ -35,7 +35,7 @@ from benchmarks.train_accuracy import DOF, KNOWN, UNKNOWN_FORCES, ensure_runs, e
 from examples.reference import MECHANISMS  # noqa: E402
 from mc2fmu.data.dataset import load_training_data  # noqa: E402
 from mc2fmu.mechanics.natural import finite_difference_velocity  # noqa: E402
-from mc2fmu.fmu.export import BACKENDS  # noqa: E402
+from mc2fmu.capabilities import KINDS  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.models.artifact import load_artifact  # noqa: E402
 from mc2fmu.models.simulate import trajectory  # noqa: E402
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
                 art = fit(mech, [train_run], cfg, model_dir, reducer=reducer)
                 train_s = time.perf_counter() - t0
             res = evaluate(model_dir, folder)
-            if reducer in BACKENDS["native"][3] and not args.no_cost:
+            if KINDS[reducer].pairs("native") and not args.no_cost:
                 cost = f"{native_cost(model_dir, folder, Path(args.out) / 'cost' / model_dir.name):.2f} (C)"
             else:
                 cost = f"{step_cost_numpy(art, ds):.0f} (numpy)"

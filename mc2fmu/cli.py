@@ -88,7 +88,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .fmu.export import BACKENDS, DEFAULT_BACKEND, INTERFACES
+    from .capabilities import BACKENDS, DEFAULT_BACKEND, INTERFACES, KINDS, support_text
     from .pipeline import DEMO_MECHANISMS
 
     # -v/-q are accepted before or after the subcommand
@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory to write mechanism.toml and runs/<TRAJ>.csv.gz into")
 
     p = command("export", _cmd_export,
-                "trained model directory -> FMU (FMI 2.0/3.0, co-simulation/model exchange)", EXPORT_HELP)
+                "trained model directory -> FMU (FMI 2.0/3.0, co-simulation/model exchange)", EXPORT_HELP.format(support=support_text()))
     p.add_argument("model", **model_dir)
     p.add_argument("-o", "--output", required=True, metavar="OUT.fmu", help="FMU to write (NAME.mo with --format modelica, OUT.casadi with --format casadi)")
     p.add_argument("--format", default="fmu", choices=("fmu", "modelica", "casadi"),
@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "equations with the physical parameters as parameters (-o NAME.mo; decoder-manifold models); "
                         "casadi: the reduced ODE as a CasADi function for MPC (needs casadi)")
     p.add_argument("--backend", default=None, choices=list(BACKENDS),
-                   help="; ".join(f"{k}: {v[0]} (models of: {', '.join(v[3])})" for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
+                   help="; ".join(f"{k}: {v[0]} (models of: {', '.join(r for r in KINDS if KINDS[r].pairs(k))})"
+                                  for k, v in BACKENDS.items()) + f" (default {DEFAULT_BACKEND})")
     p.add_argument("--fmi", **{**fmi, "default": None})
     p.add_argument("--interface", default=None, choices=list(INTERFACES),
                    help="co-simulation (default), model exchange or both (me/both: native only)")
@@ -293,16 +294,15 @@ Backend python: pythonfmu + the model's ONNX graphs (checked against torch to 1e
 the model was trained).  The importing process needs Python with numpy and onnxruntime;
 pythonfmu 0.7 leaks about 1.2 kB of the host's memory per instantiation.
 Both embed the model directory (resources/model/), which `mc2fmu validate` reads.
-Every reducer's models export with both backends: node (its network and RK4 step in C, or
-its ONNX graph) and local-pca (its piecewise-linear ROM in C, or in numpy in the slave; a
-discrete-time model, so co-simulation only: --interface cs).
+What each reducer's models export to (mc2fmu.capabilities; model exchange has both
+interfaces with --interface both):
+{support}
 
 --format modelica writes the reduced model as Modelica source instead: one NAME.mo
 (-o NAME.mo, model NAME), the Modelica language only (no MSL, no external code): the
 decoder, mass matrix, forces, springs and identified terms as equations, states q and qd,
 the same inputs, outputs and physical parameters as the FMU (Modelica names: <body>_x,
-<body>_mass, ...; docs/modelica.md).  Decoder-manifold models only (node and local-pca
-models are discrete-time).
+<body>_mass, ...; docs/modelica.md).
 
 examples:
   mc2fmu export out/four_bar -o out/four_bar.fmu

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from . import capabilities
 from .errors import ExportError, Mc2fmuError, TrainingError
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,11 @@ def train(mechanism: str | os.PathLike, runs: list, config, out_dir: str | os.Pa
         raise TrainingError(f"{ckpt.path}: an interrupted training of {out_dir} left this checkpoint; "
                             f"add --resume to continue it, or delete it to start over")
     dataset = load_training_data(mechanism, runs)
-    if getattr(config, "dof", None) == "auto" and not getattr(config, "from_model", ""):  # --from: the model's
-        config = dataclasses.replace(config, dof=resolve_dof(dataset, getattr(config, "coords", ()), notify))
+    kind = capabilities.kind(entry.name)  # every reducer's config has dof and coords; the table says what else
+    if config.dof == "auto" and not (kind.chart and config.from_model):  # --from: the model's
+        config = dataclasses.replace(config, dof=resolve_dof(dataset, config.coords, notify))
         config.validate()
-    seeds = int(getattr(config, "seeds", 1))
+    seeds = int(config.seeds) if kind.seeds else 1
     if seeds > 1:
         from .parallel.seeds import train_seeds
 

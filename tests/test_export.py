@@ -92,10 +92,15 @@ def test_onnx_rhs_matches_an_independent_numpy_assembly(exported, tmp_path, name
     forces_v = force_model(variant, art.layout, M_v)
     blocks, f_g, k, c, L0 = physics_arrays(parameter_vector(variant), [b.length for b in art.layout.bodies],
                                            [b.com for b in art.layout.bodies])
-    feed_v = {"mass": blocks, "f_g": f_g, **({"spring_k": k, "spring_c": c, "spring_L0": L0} if len(k) else {})}
+    # the load and spring maps, graph inputs too: the variant's from its force model
+    taken = {i.name for i in rhs.get_inputs()}
+    maps = lambda f: {n: a for n, a in (("f_B", f.f_B), ("f_C", f.f_C), ("spring_D", f.springs.D),  # noqa: E731
+                                        ("spring_e", f.springs.e)) if n in taken}
+    feed_v = {"mass": blocks, "f_g": f_g, **({"spring_k": k, "spring_c": c, "spring_L0": L0} if len(k) else {}),
+              **maps(forces_v)}
     own = {"mass": art.model.mass, "f_g": art.model.f_g,
            **({"spring_k": art.model.springs.k, "spring_c": art.model.springs.c, "spring_L0": art.model.springs.L0}
-              if len(k) else {})}
+              if len(k) else {}), **maps(art.model)}
     for p in sample_points(art.envelope, art.model, 8, seed=3):
         x, J, H = (a[0] for a in dec.run(["x", "J", "H"], {"q": p["q"]}))
         u, v = p["u"][0], p["qd"][0]

@@ -15,8 +15,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mc2fmu"
 
 #: the stages in pipeline order; a module may import only from its own stage or earlier ones
 #: (top-level helpers: errors and files come first, pipeline and cli last)
-ORDER = ["errors", "files", "mechanics", "data", "models", "reducers", "fmu", "modelica", "validation", "control",
-         "parallel", "pipeline", "cli"]
+ORDER = ["errors", "files", "mechanics", "data", "models", "reducers", "capabilities", "fmu", "modelica", "validation", "control",
+         "parallel", "pipeline", "cli", "__main__"]
 
 
 def _module_name(path: Path) -> str:
@@ -103,7 +103,8 @@ def test_data_flows_one_way_between_stages():
 
 TORCH_FREE = ["mc2fmu.fmu.export", "mc2fmu.fmu.backends.native", "mc2fmu.fmu.backends.python",
               "mc2fmu.validation.validate", "mc2fmu.validation.simulate", "mc2fmu.validation.report",
-              "mc2fmu.models.artifact", "mc2fmu.models.simulate", "mc2fmu.modelica.export", "mc2fmu.cli"]
+              "mc2fmu.models.artifact", "mc2fmu.models.simulate", "mc2fmu.modelica.export", "mc2fmu.cli",
+              "mc2fmu.capabilities", "mc2fmu.control.linearize"]
 
 
 def test_later_stages_import_neither_torch_nor_onnx():

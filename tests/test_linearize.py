@@ -1,7 +1,7 @@
 """``mc2fmu linearize``: exact derivatives of the reduced ODE at an operating point.
 
-References: central finite differences of the numpy run-time model (another evaluation path
-than the torch AD under test), mc2fmu's own pose extraction (polar decomposition) for the
+References: central finite differences of the numpy run-time model (real arithmetic, against
+the complex step under test), mc2fmu's own pose extraction (polar decomposition) for the
 outputs, and analytic signals for the engine-side frequency fit.  The engine check of
 default-trained models (small-oscillation frequencies within 1 % of the full Exudyn model's,
 and the controller designed on the reduced model run on the full one) is
@@ -26,6 +26,40 @@ def _fd_jacobian(f, z: np.ndarray, h: float = 1e-6) -> np.ndarray:
         e[i] = h * max(1.0, abs(z[i]))
         cols.append((f(z + e) - f(z - e)) / (2 * e[i]))
     return np.stack(cols, 1)
+
+
+def test_complex_step_through_learned_laws_and_identified_terms_equals_finite_differences():
+    """The complex step (mc2fmu.models.array_ops' complex namespace) through the parts with a
+    kink or a branch, |w| in a learned damping law and softplus's threshold, and the identified
+    terms' smoothed signs: against central differences of the real evaluation."""
+    from mc2fmu.control.linearize import _complex_step
+    from mc2fmu.models.mlp import MLPWeights
+    from mc2fmu.models.spring_laws import SpringLaw, SpringLaws
+    from mc2fmu.models.terms import COS, Q, TANH, V, evaluate
+
+    rng = np.random.default_rng(4)
+
+    def net(widths, scale=1.0):
+        return MLPWeights(tuple(scale * rng.standard_normal((b, a)) for a, b in zip(widths[:-1], widths[1:])),
+                          tuple(rng.standard_normal(b) for b in widths[1:]), "tanh")
+
+    # a large h-net output scale puts softplus on both sides of its threshold of 20
+    laws = SpringLaws((SpringLaw(0, net([1, 8, 1]), net([3, 8, 1], 12.0), np.array([0.3, 0.05, 0.4, 150.0, 20.0])),), 1)
+    kinds = np.array([[TANH, Q, 0], [COS, V, 0]])
+    index = np.array([[1, 0, 0], [0, 1, 0]])
+    param = np.array([[0.2, 0.0, 0.0], [0.0, 0.0, 0.0]])
+
+    def f(z):
+        z = np.atleast_2d(z)
+        length, ldot, q, v = z[:, :1], z[:, 1:2], z[:, 2:4], z[:, 4:6]
+        return np.concatenate([laws.tension(length, ldot), evaluate(kinds, index, param, q, v, np.zeros((len(z), 0)))], 1)
+
+    for z in ([0.31, -0.7, 0.4, -1.2, 0.05, -0.3], [0.27, 0.9, -2.0, 0.5, -0.02, 0.8]):
+        z = np.array(z)
+        value, J = _complex_step(f, z)
+        np.testing.assert_allclose(value, f(z)[0], rtol=1e-14, atol=1e-12)
+        fd = _fd_jacobian(lambda y: f(y)[0], z)
+        np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
 
 
 @pytest.fixture(scope="module")

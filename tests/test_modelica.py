@@ -206,7 +206,7 @@ def test_the_example_system_compiles_and_its_pi_loop_holds_the_setpoint(trained,
 
 
 def test_models_without_continuous_equations_and_bad_names_are_refused(trained, tmp_path):
-    """A node model is discrete-time (refused, saying so); an output file that cannot name a
+    """A node model is refused with the capability table's reason; an output file that cannot name a
     Modelica class or is not .mo is refused before anything is written."""
     from mc2fmu.modelica.export import export_modelica
     from mc2fmu.pipeline import train
@@ -216,8 +216,11 @@ def test_models_without_continuous_equations_and_bad_names_are_refused(trained, 
     node = tmp_path / "node"
     train(mech, [run], NodeReducerConfig(dof=1, from_model=str(chart), node_hidden=(8,), node_epochs=2), node,
           reducer="node")
-    with pytest.raises(ExportError, match="discrete-time"):
+    from mc2fmu.capabilities import KINDS
+
+    with pytest.raises(ExportError) as err:
         export_modelica(node, tmp_path / "Node.mo")
+    assert KINDS["node"].refused["modelica"] in str(err.value)
     for bad in ("four-bar.mo", "model.mo", "1st.mo"):
         with pytest.raises(ExportError, match="cannot name a Modelica model"):
             export_modelica(chart, tmp_path / bad)

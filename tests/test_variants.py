@@ -262,9 +262,9 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
         back = validate_fmu(fmu, mech, [str(run)])
         assert back["parameters"] == {f"{load_mechanism(mech).bodies[-1].name}.mass": load_mechanism(mech).bodies[-1].mass}
         assert abs(back["runs"][0]["max_position_error"] - trained_sim["max_position_error"]) <= 1e-9
-    # an input's direction is no parameter: the python backend's dynamics graphs hold the input
-    # load maps, and are exported again from the variant's (the torque's axis tilted by 25 deg
-    # out of the plane: 0.91 of it drives the crank)
+    # an input's direction is no parameter: the python backend's dynamics graphs take the input
+    # load maps as inputs, and the FMU feeds them the variant's (the torque's axis tilted by 25
+    # deg out of the plane: 0.91 of it drives the crank)
     d = load_mechanism(variant).to_dict()
     axis = np.asarray(d["inputs"][0]["direction"], dtype=float)
     d["inputs"][0]["direction"] = (np.cos(np.radians(25)) * axis + np.sin(np.radians(25)) * np.array([1.0, 0, 0])).tolist()
@@ -278,14 +278,19 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
     res = validate_fmu(fmu, turned, [str(run)])["runs"][0]
     assert res["reached_stop_time"] and abs(res["max_position_error"] - turned_sim["max_position_error"]) <= 1e-9
     graph = "resources/model/resources/onnx/rhs.onnx"
-    with zipfile.ZipFile(fmu) as z, zipfile.ZipFile(tmp_path / "vpython2.fmu") as z_mass:
-        rebuilt, kept = z.read(graph), z_mass.read(graph)
-    assert kept == (Path(model) / "resources" / "onnx" / "rhs.onnx").read_bytes() != rebuilt  # only when needed
+    with zipfile.ZipFile(fmu) as z:  # the trained graphs, fed the variant's maps
+        assert z.read(graph) == (Path(model) / "resources" / "onnx" / "rhs.onnx").read_bytes()
+        assert "resources/loads.npz" in z.namelist()
     # no parameter turns the input back: validating that FMU with the untilted file is refused
     with pytest.raises(ModelError, match=rf"changes {d['inputs'][0]['name']}.direction"):
         validate_fmu(fmu, variant, [str(run)])
     # a model whose graphs hold the trained physics (as before they took it as inputs): its python
-    # FMU runs without physical parameters, and a variant is refused for it
+    # FMU runs without physical parameters, and a variant is refused for it; one whose graphs
+    # take the physics but hold the load maps (as before those were inputs) refuses the tilt
+    older = _constant_physics_graphs(model, tmp_path / "older-model", loads=False)
+    with pytest.raises(ExportError, match=rf"changes {d['inputs'][0]['name']}.direction, which this model's ONNX"):
+        export_fmu(older, tmp_path / "t.fmu", "python", mechanism=turned)
+    assert export_fmu(older, tmp_path / "m.fmu", "python", mechanism=variant)["physical_parameters"] is True
     old = _constant_physics_graphs(model, tmp_path / "old-model")
     summary = export_fmu(old, tmp_path / "old.fmu", "python")
     assert summary["physical_parameters"] is False
@@ -299,14 +304,15 @@ def test_an_fmu_exported_with_a_variant_runs_its_parameters(trained, four_bar_va
 @pytest.mark.parametrize("name", ["two_bar", "macpherson"])
 def test_python_graphs_of_a_variant_that_moves_its_inputs_and_springs(trained, tmp_path, name):
     """A variant that turns the force inputs, moves their points and moves the springs'
-    attachment points (no FMU parameter reaches them; the python backend's rhs and step graphs
-    hold them): the rhs graph `export --backend python --mechanism` builds for it
-    (dynamics_graphs) gives the accelerations assembled here in numpy from decoder.onnx's x, J
-    and H and the variant file's mass matrix and force model; the trained graph does not."""
-    from mc2fmu.fmu.backends.python import dynamics_graphs
+    attachment points (no FMU parameter reaches them; the python backend's rhs graph takes their
+    maps as inputs, from the loads.npz `export --backend python --mechanism` writes): fed the
+    variant's maps, the trained rhs graph gives the accelerations assembled here in numpy from
+    decoder.onnx's x, J and H and the variant file's mass matrix and force model; fed the
+    trained maps, it does not."""
+    from mc2fmu.fmu.export import export_fmu
     from mc2fmu.models.artifact import load_artifact
     from mc2fmu.models.envelope import sample_points
-    from mc2fmu.reducers.autoencoder.graphs import TOLERANCE, session
+    from mc2fmu.reducers.autoencoder.graphs import session
 
     model_dir = trained(name)[0]
     art = load_artifact(model_dir)
@@ -320,19 +326,26 @@ def test_python_graphs_of_a_variant_that_moves_its_inputs_and_springs(trained, t
     for sp in d["springs"]:
         sp["point_a"] = (np.asarray(sp["point_a"], dtype=float) + [0.03, -0.02, 0.0]).tolist()
         sp["point_b"] = (np.asarray(sp["point_b"], dtype=float) + [-0.02, 0.0, 0.01]).tolist()
+    variant_file = tmp_path / "variant.toml"
+    variant_file.write_text(mechanism_toml(d))
     variant = mechanism_from_dict(d, source="variant")
-    moved, changed = art.for_mechanism(variant, "variant")
-    assert {c.item.rsplit(".", 1)[1] for c in changed} == {"direction", "point", "point_a", "point_b"}
-    graphs, errors = dynamics_graphs(moved, tmp_path / "graphs")
-    assert set(errors) == {"rhs", "step"} and max(errors.values()) <= TOLERANCE
-    (tmp_path / "rhs_v.onnx").write_bytes(graphs["resources/onnx/rhs.onnx"])
+    fmu = tmp_path / "v.fmu"
+    summary = export_fmu(model_dir, fmu, "python", mechanism=variant_file)
+    assert {c.item.rsplit(".", 1)[1] for c in summary["changed"]} == {"direction", "point", "point_a", "point_b"}
+    with zipfile.ZipFile(fmu) as z:
+        (tmp_path / "loads.npz").write_bytes(z.read("resources/loads.npz"))
+    with np.load(tmp_path / "loads.npz") as z:
+        loads = {k: z[k] for k in z.files}
     for g in ("decoder", "rhs"):
         (tmp_path / f"{g}.onnx").write_bytes(art.model.resources[f"onnx/{g}.onnx"])
-    dec, rhs, rhs_v = (session(tmp_path / f"{g}.onnx") for g in ("decoder", "rhs", "rhs_v"))
+    dec, rhs = (session(tmp_path / f"{g}.onnx") for g in ("decoder", "rhs"))
     M_v = mass_matrix(variant, art.layout)
     forces_v = force_model(variant, art.layout, M_v)
     physics = {"mass": art.model.mass, "f_g": art.model.f_g, "spring_k": art.model.springs.k,
                "spring_c": art.model.springs.c, "spring_L0": art.model.springs.L0}
+    trained_maps = {"f_B": art.model.f_B, "f_C": art.model.f_C, "spring_D": art.model.springs.D,
+                    "spring_e": art.model.springs.e}
+    assert set(loads) == {k for k in trained_maps if k in {i.name for i in rhs.get_inputs()}} != set()
     trained_off = 0.0
     for p in sample_points(art.envelope, art.model, 8, seed=5):
         x, J, H = (a[0] for a in dec.run(["x", "J", "H"], {"q": p["q"]}))
@@ -340,16 +353,18 @@ def test_python_graphs_of_a_variant_that_moves_its_inputs_and_springs(trained, t
         v = p["qd"][0]
         expected = reduced_acceleration(M_v, forces_v, x, J, H, u, v)
         feed = {"q": p["q"], "qd": p["qd"], "u": u[None], **physics}
-        got = rhs_v.run(["qdd"], feed)[0][0]
+        got = rhs.run(["qdd"], {**feed, **loads})[0][0]
         assert np.allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
-        before = rhs.run(["qdd"], feed)[0][0]
+        before = rhs.run(["qdd"], {**feed, **{k: trained_maps[k] for k in loads}})[0][0]
         trained_off = max(trained_off, np.abs(before - expected).max() / np.abs(expected).max())
     assert trained_off > 1e-3
 
 
-def _constant_physics_graphs(model_dir: Path, out: Path) -> Path:
+def _constant_physics_graphs(model_dir: Path, out: Path, loads: bool = True) -> Path:
     """A copy of the model whose rhs and step graphs hold its physics as constants (the form
-    of models trained before the graphs took it as inputs)."""
+    of models trained before the graphs took it as inputs); ``loads=False``: that take the
+    physical parameters and hold the input loads' and springs' maps (the form of models
+    trained before those were inputs)."""
     from dataclasses import replace as dc_replace
 
     from mc2fmu.models.artifact import load_artifact, save_artifact
@@ -359,7 +374,19 @@ def _constant_physics_graphs(model_dir: Path, out: Path) -> Path:
     art = load_artifact(model_dir)
     rt = art.model
     with tempfile.TemporaryDirectory() as tmp:
-        graphs, _ = onnx_graphs(from_runtime(rt), rt, art.envelope, tmp, check_points=4, physics_inputs=False)
+        if loads:
+            graphs, _ = onnx_graphs(from_runtime(rt), rt, art.envelope, tmp, check_points=4, physics_inputs=False)
+        else:
+            from unittest import mock
+
+            from mc2fmu.reducers.autoencoder import graphs as g
+
+            feeds = g.physics_feeds
+            with mock.patch.object(g, "LOAD_INPUTS", ()), mock.patch.object(g, "SPRING_GEOMETRY", ()), \
+                    mock.patch.object(g, "physics_feeds", lambda *a, **k: [{n: v for n, v in f.items() if n not in
+                                      ("f_B", "f_C", "spring_D", "spring_e")} for f in feeds(*a, **k)]):
+                graphs, _ = onnx_graphs(from_runtime(rt), rt, art.envelope, tmp, check_points=4)
+            graphs = {**rt.resources, **graphs}
     save_artifact(out, dc_replace(art, model=dc_replace(rt, resources=graphs)))
     return out
 

@@ -13,7 +13,7 @@ m; ``r0 - R com`` with ``R``'s columns ``(r_k - r0) / L`` of the decoded points,
 optional extra (``pip install casadi``).
 
 Not carried yet: learned spring laws (``law = "recorded"``) and identified terms
-(``--identify``); such a model is refused with a message.
+(``--identify``); such a model is refused with a message (:mod:`mc2fmu.capabilities`).
 """
 
 from __future__ import annotations
@@ -40,16 +40,12 @@ def casadi_model(art) -> Any:
     """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins)`` of a model artifact."""
     from ..models.manifold import ManifoldModel, cholesky_steps
 
+    from ..capabilities import require
+
+    require(art, "casadi", ExportError)
     ca = _casadi()
     model = art.model
-    if not isinstance(model, ManifoldModel):
-        raise ExportError(f"{art.source}: --format casadi needs a manifold model (the autoencoder reducer's)")
-    if model.library is not None and len(model.library.active()):
-        raise ExportError(f"{art.source}: the model has identified terms (--identify), which --format casadi does not "
-                          "carry yet; export an FMU instead")
-    if getattr(model.springs, "laws", None) is not None and len(model.springs.laws):
-        raise ExportError(f"{art.source}: the model has learned spring laws (law = \"recorded\"), which --format "
-                          "casadi does not carry yet; export an FMU instead")
+    assert isinstance(model, ManifoldModel)  # the table gives casadi to decoder-manifold models only
     m, n_u = model.dof, model.n_u
     q, qd, u = ca.SX.sym("q", m), ca.SX.sym("qd", m), ca.SX.sym("u", n_u)
     feats = []

@@ -1,10 +1,10 @@
 """``mc2fmu linearize``: the reduced model's linear state-space form at an operating point.
 
 The reduced ODE ``qdd = f(q, qd, u)`` (:func:`mc2fmu.models.manifold.acceleration`, the same
-arithmetic as ``simulate`` and the FMUs) is evaluated in torch float64 from the run-time
-model's arrays, so its derivatives are exact (reverse-mode AD through the decoder's explicit
-``x``, ``J``, ``H``: one order more than the dynamics use), not finite differences.  With the
-state ``s = (q, qd)``::
+arithmetic as ``simulate`` and the FMUs) is evaluated by the run-time model's numpy functions
+on complex arrays, so its derivatives are exact to rounding (the complex step: no
+subtraction, no step-size trade-off), not finite differences; no torch.  With the state
+``s = (q, qd)``::
 
     d s/dt = A ds + B du,     y = C ds + D du,
     A = [[0, I], [df/dq, df/dqd]],   B = [[0], [df/du]],
@@ -35,74 +35,80 @@ from ..errors import LinearizeError, ModelError
 from ..files import atomic_output, json_safe
 
 
-# ------------------------------------------------------------------ the model in torch
+# ------------------------------------------------------------------ the model, differentiated by the complex step
+
+#: the complex step's size, relative to each variable's scale (the derivative has no
+#: subtraction: any h far below the rounding of the values gives it to rounding)
+STEP = 1e-20
 
 
-class TorchDynamics:
-    """``qdd = f(q, qd, u)`` and the body origins of a :class:`~mc2fmu.models.manifold.ManifoldModel`
-    in torch float64 (differentiable), from the run-time model's arrays."""
+class Dynamics:
+    """``qdd = f(q, qd, u)`` and the body origins of a :class:`~mc2fmu.models.manifold.ManifoldModel`,
+    evaluated by the run-time model's own functions on complex arrays (numpy only): at
+    ``z + i h e_j`` their imaginary parts over ``h`` are the exact derivatives along ``e_j``
+    (:mod:`mc2fmu.models.array_ops`)."""
 
     def __init__(self, model, layout):
-        import torch
-
-        from ..models.terms import TermLibrary
-
-        self.torch = torch
         self.model = model
-
-        def t(a):
-            return torch.as_tensor(np.asarray(a, dtype=np.float64))
-
-        self._t = t
-        self.layers = [(t(W), t(b)) for W, b in model.decoder.layers]
-        self.q_mean, self.q_scale = t(model.q_mean), t(model.q_scale)
-        self.x_mean, self.x_scale = t(model.x_mean), t(model.x_scale)
-        self.mass = t(model.mass)
-        self.f_g, self.f_B, self.f_C = t(model.f_g), t(model.f_B), t(model.f_C)
-        s = model.springs
-        laws = s.laws.converted(t) if getattr(s, "laws", None) is not None and len(s.laws) else None
-        self.springs = dataclasses.replace(s, D=t(s.D), e=t(s.e), k=t(s.k), c=t(s.c), L0=t(s.L0), laws=laws)
-        lib = model.library
-        self.library = None
-        if lib is not None and len(lib):
-            self.library = TermLibrary(lib.kinds, lib.index, lib.param, lib.Xi)
-            self.Xi, self.param = t(lib.Xi), t(lib.param)
         # the body origins: r0 = the first point of each body (the layout's centre of mass) minus R com
         self.origin_rows = [(bl.offset, np.asarray(bl.com, dtype=np.float64), bl.length) for bl in layout.bodies]
 
-    def decode_jh(self, q):
+    def _decode(self, q, second: bool = True):
         from ..models.manifold import decoder_features
-        from ..models.mlp import mlp_jh
+        from ..models.mlp import mlp, mlp_jh
 
-        phi, Jphi, Hphi = decoder_features(q, self.model.angles, self.q_mean, self.q_scale)
-        y, Jy, Hy = mlp_jh(self.layers, self.model.activation, phi, Jphi, Hphi)
-        s = self.x_scale
-        return self.x_mean + s * y, s[:, None] * Jy, s[:, None, None] * Hy
+        m = self.model
+        phi, Jphi, Hphi = decoder_features(q, m.angles, m.q_mean, m.q_scale, second=second)
+        s = m.x_scale
+        if not second:
+            return m.x_mean + s * mlp(m.decoder.layers, m.activation, phi)
+        y, Jy, Hy = mlp_jh(m.decoder.layers, m.activation, phi, Jphi, Hphi)
+        return m.x_mean + s * y, s[:, None] * Jy, s[:, None, None] * Hy
 
     def acceleration(self, q, qd, u):
-        """(B, m) from (B, m), (B, m), (B, n_u) tensors."""
+        """(B, m) from (B, m), (B, m), (B, n_u) arrays, real or complex."""
         from ..models.manifold import acceleration, applied_force, manifold_terms
 
-        x, J, H = self.decode_jh(q)
-        ident = None if self.library is None else (self.library, self.Xi, self.param, q, u)
-        springs = self.springs if len(self.model.springs) else None
-        terms = manifold_terms(x, J, H, self.mass, applied_force(self.f_g, self.f_B, self.f_C, x, u), springs, ident)
-        return acceleration(terms, qd)
+        m = self.model
+        x, J, H = self._decode(q)
+        lib = m.library
+        ident = None if lib is None or not len(lib) else (lib, lib.Xi, lib.param, q, u)
+        springs = m.springs if len(m.springs.k) else None
+        terms = manifold_terms(x, J, H, m.mass, applied_force(m.f_g, m.f_B, m.f_C, x, u), springs, ident)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return acceleration(terms, qd)
 
     def origins(self, q):
         """Body origins (B, 3 n_b): ``r0 - R com`` with ``R``'s columns ``(r_k - r0) / L`` (linear
         in the decoded points; at a rigid decoded body this is the pose export's origin)."""
-        from ..models.manifold import decoder_features
-        from ..models.mlp import mlp
-
-        phi, _, _ = decoder_features(q, self.model.angles, self.q_mean, self.q_scale, second=False)
-        x = self.x_mean + self.x_scale * mlp(self.layers, self.model.activation, phi)
+        x = self._decode(q, second=False)
         out = []
         for offset, com, length in self.origin_rows:
             p = x[:, offset: offset + 12].reshape(-1, 4, 3)
-            R = (p[:, 1:] - p[:, :1]).transpose(1, 2) / length  # columns e_k
-            out.append(p[:, 0] - R @ self._t(com))
-        return self.torch.cat(out, 1)
+            R = (p[:, 1:] - p[:, :1]).swapaxes(1, 2) / length  # columns e_k
+            out.append(p[:, 0] - R @ com)
+        return np.concatenate(out, 1)
+
+
+def _complex_step(fn, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``fn(z)`` and its Jacobian (n_out, len(z)) by the complex step, one batch of len(z) rows."""
+    z = np.asarray(z, dtype=np.float64)
+    h = STEP * np.maximum(np.abs(z), 1.0)
+    Z = np.tile(z.astype(np.complex128), (len(z), 1))
+    Z[np.arange(len(z)), np.arange(len(z))] += 1j * h
+    out = fn(Z)
+    value = fn(z[None].astype(np.complex128))[0].real
+    return value, (out.imag / h[:, None]).T
+
+
+def jacobians(dyn: Dynamics, q: np.ndarray, qd: np.ndarray, u: np.ndarray):
+    """``f``, ``df/dq``, ``df/dqd``, ``df/du`` and the outputs' ``dy/dq`` at one point (exact, by
+    the complex step)."""
+    m, n_u = len(q), len(u)
+    z = np.concatenate([q, qd, u]).astype(np.float64)
+    value, F = _complex_step(lambda Z: dyn.acceleration(Z[:, :m], Z[:, m:2 * m], Z[:, 2 * m:]), z)
+    _, Yq = _complex_step(dyn.origins, np.asarray(q, dtype=np.float64))
+    return value, F[:, :m], F[:, m:2 * m], F[:, 2 * m:2 * m + n_u], Yq
 
 
 # ------------------------------------------------------------------ linearization
@@ -149,29 +155,7 @@ class Linearization:
                 "mechanism_changes": [{"item": d.item, "trained": d.trained, "used": d.variant} for d in self.changed]}
 
 
-def _vectors(dyn: TorchDynamics, q, qd, u):
-    torch = dyn.torch
-    return (torch.as_tensor(q, dtype=torch.float64)[None], torch.as_tensor(qd, dtype=torch.float64)[None],
-            torch.as_tensor(u, dtype=torch.float64).reshape(1, -1))
-
-
-def jacobians(dyn: TorchDynamics, q: np.ndarray, qd: np.ndarray, u: np.ndarray):
-    """``f``, ``df/dq``, ``df/dqd``, ``df/du`` and the outputs' ``dy/dq`` at one point (exact AD)."""
-    torch = dyn.torch
-    m, n_u = len(q), len(u)
-    tq, tqd, tu = _vectors(dyn, q, qd, u)
-
-    def f(z):
-        return dyn.acceleration(z[None, :m], z[None, m:2 * m], z[None, 2 * m:])[0]
-
-    z = torch.cat([tq[0], tqd[0], tu[0]])
-    F = torch.autograd.functional.jacobian(f, z).numpy()
-    value = f(z).detach().numpy()
-    Yq = torch.autograd.functional.jacobian(lambda qq: dyn.origins(qq[None])[0], tq[0]).numpy()
-    return value, F[:, :m], F[:, m:2 * m], F[:, 2 * m:2 * m + n_u], Yq
-
-
-def find_equilibrium(dyn: TorchDynamics, q0: np.ndarray, u: np.ndarray, tol: float = 1e-10,
+def find_equilibrium(dyn: Dynamics, q0: np.ndarray, u: np.ndarray, tol: float = 1e-10,
                      max_iter: int = 100) -> tuple[np.ndarray, float]:
     """``q`` with ``f(q, 0, u) = 0`` by Newton's method from ``q0`` (backtracking on ``|f|``)."""
     m = len(q0)
@@ -207,6 +191,7 @@ def linearize(model_dir: str | os.PathLike, q: list[float] | None = None, qd: li
     static equilibrium under ``u`` (default zero) nearest the model's initial state; with the
     physical parameters of ``mechanism`` when given (a variant of the trained mechanism file,
     :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`)."""
+    from ..capabilities import require
     from ..mechanics.mechanism import load_mechanism
     from ..models.artifact import load_artifact
     from ..models.manifold import ManifoldModel
@@ -215,16 +200,16 @@ def linearize(model_dir: str | os.PathLike, q: list[float] | None = None, qd: li
     changed = []
     if mechanism is not None:
         art, changed = art.for_mechanism(load_mechanism(mechanism), mechanism)
+    require(art, "linearize", ModelError)
     model = art.model
-    if not isinstance(model, ManifoldModel):
-        raise ModelError(f"{model_dir}: linearize needs a manifold model (the autoencoder reducer's)")
+    assert isinstance(model, ManifoldModel)  # the table gives linearize to decoder-manifold models only
     m, n_u = model.dof, model.n_u
     u = np.zeros(n_u) if u is None else np.asarray(u, dtype=np.float64)
     for name, v, n in (("u", u, n_u), ("q", q, m), ("qd", qd, m)):
         if v is not None and (len(v) != n or not np.isfinite(np.asarray(v, dtype=np.float64)).all()):
             raise LinearizeError(f"--at {name}: {n} finite value(s) expected (the model has {m} coordinate(s) and "
                                  f"{n_u} input(s)), got {list(v)[:8]}")
-    dyn = TorchDynamics(model, art.layout)
+    dyn = Dynamics(model, art.layout)
     if q is None:
         if qd is not None and np.any(np.asarray(qd) != 0):
             raise LinearizeError("--at qd=...: an equilibrium is at rest; give q as well to linearise at a moving state")

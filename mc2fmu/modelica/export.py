@@ -22,8 +22,8 @@ The subset of Modelica it keeps to (docs/modelica.md): literal array constructor
 parameter bindings only (an array constructor of variables or of parameter expressions is
 not used), scalar parameter expressions, matrix products, ``transpose``, ``for`` loops in the
 equation section, if-expressions, ``sqrt``/``tanh``/``exp``/``log``/``abs``/``max``, and no
-division operator (``a * b^(-1)``; pymoca 0.12 cannot compile ``/`` with CasADi 3.8).  Node
-and local-PCA models are discrete-time and are refused.
+division operator (``a * b^(-1)``; pymoca 0.12 cannot compile ``/`` with CasADi 3.8).  Which
+models it takes is :mod:`mc2fmu.capabilities`' table (decoder-manifold models).
 """
 
 from __future__ import annotations
@@ -173,17 +173,15 @@ def modelica_source(art, name: str) -> str:
     """The Modelica source of a decoder-manifold model artifact, ``model name``."""
     from ..models.manifold import ManifoldModel
 
+    from ..capabilities import require
+
+    require(art, "modelica", ExportError)
     model = art.model
-    if not isinstance(model, ManifoldModel):
-        raise ExportError(f"{art.path}: a '{art.reducer}' model is discrete-time (it advances by its own step "
-                          "map), so it has no continuous equations to write as Modelica; export an FMU instead "
-                          "(--format fmu), or train an autoencoder model (the default reducer)")
+    assert isinstance(model, ManifoldModel)  # the table gives modelica to decoder-manifold models only
     mech, layout = art.mechanism, art.layout
     m, n_x, n_u = art.dof, layout.size, art.n_u
     bodies = mech.bodies
     act = model.decoder.activation
-    if act not in ("tanh", "sigmoid", "softplus"):
-        raise ExportError(f"{art.path}: activation {act} is not written as Modelica (tanh, sigmoid, softplus are)")
     src = _Source()
     inputs = [i.name for i in mech.inputs]
 
@@ -430,10 +428,6 @@ def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> Non
             src.eq(f"sT[{s}] = {elastic} + {spring.name}_damping * sldot[{s}];")
             continue
         law = laws[k]
-        if len(law.g.layers) != 3 or len(law.h.layers) != 3 or law.g.activation != "tanh" or \
-                law.h.activation != "tanh":
-            raise ExportError(f"{art.path}: spring {spring.name}'s learned law is not the two-hidden-layer tanh "
-                              "network the Modelica export writes; export an FMU (--backend python) instead")
         nm = np.asarray(law.norm, dtype=float)
         (gW0, gb0), (gW1, gb1), (gW2, gb2) = law.g.layers
         (hW0, hb0), (hW1, hb1), (hW2, hb2) = law.h.layers

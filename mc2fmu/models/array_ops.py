@@ -3,6 +3,12 @@
 The reduced dynamics (:mod:`mc2fmu.models.manifold`) and the identified terms
 (:mod:`mc2fmu.models.terms`) are written once for both: :func:`ops` returns the namespace for
 an array (numpy, or torch imported only when a tensor is given).
+
+A complex numpy array gets numpy's functions with ``|a|`` and softplus's threshold continued
+from the real axis (their branch picked by the real part), so that the same arithmetic
+evaluated at ``x + i h s`` gives the directional derivative ``Im f / h = f'(x) s`` exactly, to
+rounding (the complex step, Squire & Trapp 1998; ``mc2fmu linearize`` uses it, the native FMU's
+C does the same with ``double _Complex``).
 """
 
 from __future__ import annotations
@@ -27,13 +33,26 @@ _NUMPY = SimpleNamespace(
     zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
     affine=lambda z, W, b: z @ W.T + b,
 )
+
+
+def _cs_abs(a):
+    # sign(Re a) a: |a| on the real axis, analytic off it (np.abs of a complex is its modulus)
+    return a * np.sign(a.real)
+
+
+def _cs_softplus(a):
+    big = a.real > 20.0
+    return np.where(big, a, np.log1p(np.exp(np.where(big, 20.0, a))))
+
+
+_COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_softplus})
 _TORCH: SimpleNamespace | None = None
 
 
 def ops(a: Array) -> SimpleNamespace:
     """The library functions for ``a``'s array type (numpy, or torch imported only for tensors)."""
     if isinstance(a, (np.ndarray, np.generic)):
-        return _NUMPY
+        return _COMPLEX if np.iscomplexobj(a) else _NUMPY
     global _TORCH
     if _TORCH is None:
         import torch

@@ -36,10 +36,14 @@ from ..common import (LOG_CATEGORIES, MECHANISM_MEMBER, MODEL_PREFIX, artifact_m
                       require_manifold, runtime_config)
 from ..description import fmu_variables, model_description_fmi2
 
-#: what a physical variant changes that the dynamics graphs hold as constants (the items of
+#: what a physical variant changes that is no physical parameter (the items of
 #: :func:`~mc2fmu.mechanics.variants.physical_differences` ending so): input directions and
-#: points, spring attachment points; export_python exports those graphs again for it
+#: points, spring attachment points.  The dynamics graphs take them as inputs (the loads' and
+#: springs' maps, :data:`LOADS`), which the FMU reads from ``loads.npz``; graphs of models
+#: trained before hold them as constants, and such a variant is refused for them
 GRAPH_CONSTANTS = (".direction", ".point", ".point_a", ".point_b")
+#: the dynamics graphs' inputs the exporter writes to ``loads.npz`` (those the graphs take)
+LOADS = ("f_B", "f_C", "spring_D", "spring_e")
 
 #: the graphs the slave runs per model kind, as the artifact's resources name them
 GRAPHS = {"manifold": ("onnx/step.onnx", "onnx/rhs.onnx", "onnx/positions.onnx"),
@@ -58,12 +62,12 @@ def _module_source(module) -> str:
 
 
 def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
-                  interface: str = "cs", rebuild_dynamics: bool = False) -> dict[str, Any]:
+                  interface: str = "cs") -> dict[str, Any]:
     """The ``python`` entry of :data:`mc2fmu.fmu.export.BACKENDS` (FMI 2 co-simulation only:
     the registry entry says so, and :func:`~mc2fmu.fmu.export.export_problems` checks it).
-    ``rebuild_dynamics``: ``artifact`` is a physical variant that changes what the dynamics
-    graphs hold as constants (an input's direction or point, a spring's attachment points):
-    they are exported again from its run-time model (:func:`dynamics_graphs`)."""
+    ``artifact`` may be a physical variant (:meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`):
+    its physical parameters are the FMU's start values, its input loads' and springs' maps go
+    to ``loads.npz`` for the graphs that take them."""
     kind = artifact.model.kind
     if kind not in GRAPHS:
         require_manifold(artifact)  # the message for a kind without graphs
@@ -85,10 +89,12 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     # the model artifact, as resources/model/ (pythonfmu copies a folder under its name)
     files = artifact_files(model_dir)
     onnx_errors = dict(artifact.training.get("onnx_max_difference", {}))
-    if rebuild_dynamics:
-        graphs, errors = dynamics_graphs(artifact, work / "graphs")
-        files.update(graphs)
-        onnx_errors.update(errors)
+    taken = graph_inputs(artifact) if physics else set()
+    if taken & set(LOADS):
+        model = artifact.model
+        arrays = {"f_B": model.f_B, "f_C": model.f_C, "spring_D": model.springs.D, "spring_e": model.springs.e}
+        with open(project / "loads.npz", "wb") as fh:
+            np.savez(fh, **{k: np.asarray(v, dtype=np.float64) for k, v in arrays.items() if k in taken})
     for name, data in files.items():
         target = project / MODEL_PREFIX.removeprefix("resources/") / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -120,41 +126,45 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
             "variables": len(fmu_variables(artifact, physics=physics))}
 
 
-def dynamics_graphs(artifact, work: Path) -> tuple[dict[str, bytes], dict[str, float]]:
-    """The rhs and step graphs of ``artifact``'s run-time model (a physical variant's, from
-    :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`) by their artifact file names,
-    checked against torch as training checks them (the physics inputs stay inputs), and their
-    max relative difference to torch by graph name."""
-    from ...reducers.autoencoder.graphs import DYNAMICS_GRAPHS, onnx_graphs
-    from ...reducers.autoencoder.torch_model import from_runtime
-
-    runtime = artifact.model
-    graphs, errors = onnx_graphs(from_runtime(runtime), runtime, artifact.envelope, work, only=DYNAMICS_GRAPHS)
-    return {f"resources/{name}": data for name, data in graphs.items()}, errors
-
-
-def takes_physics(artifact) -> bool:
-    """Whether the model's step and rhs graphs take the physics as inputs (read from the graphs
-    themselves; models trained before they did hold it as constants): then its python FMU has
-    the physical parameters.  Graphs that disagree, or physics inputs on a mass matrix that is
-    not natural coordinates' blocks, are an :class:`ExportError`."""
+def graph_inputs(artifact) -> set[str]:
+    """The inputs the model's rhs and step graphs take (read from the graphs themselves; the
+    empty set for a model without them).  Graphs that disagree are an :class:`ExportError`."""
     import onnxruntime as ort
 
     model = artifact.model
     if model.kind != "manifold":
-        return False
-    takes = {}
+        return set()
+    taken = {}
     for graph in ("rhs", "step"):
         data = model.resources.get(f"onnx/{graph}.onnx")
         if data is None:
-            return False
+            return set()
         try:
             sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own types for a damaged graph
             raise ExportError(f"{artifact.path}: resources/onnx/{graph}.onnx cannot be read ({type(exc).__name__}); "
                               "train the model again") from None
-        takes[graph] = "mass" in {i.name for i in sess.get_inputs()}
-    if takes["rhs"] != takes["step"] or (takes["rhs"] and getattr(model, "mass", np.zeros(0)).ndim != 3):
+        taken[graph] = {i.name for i in sess.get_inputs()} - {"q", "qd", "q_prev", "u"}
+    if taken["rhs"] != taken["step"]:
         raise ExportError(f"{artifact.path}: the model's rhs and step graphs do not take the same physics inputs; "
                           "train the model again")
-    return takes["rhs"]
+    return taken["rhs"]
+
+
+def takes_physics(artifact) -> bool:
+    """Whether the model's step and rhs graphs take the physics as inputs (models trained before
+    they did hold it as constants): then its python FMU has the physical parameters.  Physics
+    inputs on a mass matrix that is not natural coordinates' blocks are an :class:`ExportError`."""
+    takes = "mass" in graph_inputs(artifact)
+    if takes and getattr(artifact.model, "mass", np.zeros(0)).ndim != 3:
+        raise ExportError(f"{artifact.path}: the model's dynamics graphs take physics inputs on a mass matrix that is "
+                          "not natural coordinates' blocks; train the model again")
+    return takes
+
+
+def takes_geometry(artifact) -> bool:
+    """Whether the dynamics graphs take every load and spring map the model has as inputs
+    (:data:`LOADS`; a model without inputs and springs has none to take)."""
+    model = artifact.model
+    needed = ({"f_B", "f_C"} if model.n_u else set()) | ({"spring_D", "spring_e"} if len(model.springs) else set())
+    return needed <= graph_inputs(artifact)

@@ -10,10 +10,13 @@ training and the run-time model use (:mod:`.torch_model`, :mod:`mc2fmu.models.ma
 * ``step``: ``q_prev``, ``q`` (1, m), ``u``, physics -> ``q_next`` (1, m), the model's one-step map.
 
 ``u`` is (1, n_u); a mechanism without inputs has no ``u`` input.  The physics are inputs
-(:data:`PHYSICS_INPUTS`, and :data:`SPRING_INPUTS` with springs): the point mass blocks,
-gravity's force and the spring constants, which a python FMU forms from its physical
-parameters (:mod:`mc2fmu.mechanics.parameters`).  The input loads' maps, the springs'
-attachment points, learned spring laws and identified terms are constants.  ``M_m`` is solved
+(:data:`PHYSICS_INPUTS`, :data:`LOAD_INPUTS` with inputs, :data:`SPRING_GEOMETRY` and
+:data:`SPRING_INPUTS` with springs): the point mass blocks, gravity's force and the spring
+constants, which a python FMU forms from its physical parameters
+(:mod:`mc2fmu.mechanics.parameters`), and the input loads' maps and the springs' attachment
+maps, which it reads from the mechanism file it was exported for (so a physical variant needs
+no new graphs, and exporting one needs no torch).  Learned spring laws and identified terms are
+constants.  ``M_m`` is solved
 by the unrolled Cholesky factorisation of :func:`mc2fmu.models.manifold.cholesky_solve`
 (``torch.linalg.solve`` does not export).  ``dt`` is a constant inside ``step``.
 
@@ -86,15 +89,12 @@ class _DynamicsGraph(nn.Module):
         super().__init__()
         self.model, self.inputs, self.n_u = model, spec.inputs, n_u
 
-    def _args(self, args) -> tuple[dict, torch.Tensor, tuple]:
+    def _args(self, args) -> tuple[dict, torch.Tensor, dict | None]:
         a = dict(zip(self.inputs, args))
         u = a["u"] if "u" in a else torch.zeros(1, self.n_u, dtype=F64)
         if "mass" not in a:  # a graph with the model's own physics as constants
             return a, u, None
-        k = a.get("spring_k", self.model.spring_k)  # without springs these are empty and unused
-        c = a.get("spring_c", self.model.spring_c)
-        L0 = a.get("spring_L0", self.model.spring_L0)
-        return a, u, (a["mass"], a["f_g"], k, c, L0)
+        return a, u, {k: a[k] for k in ALL_PHYSICS if k in a}
 
 
 class _RhsGraph(_DynamicsGraph):
@@ -127,6 +127,12 @@ class GraphSpec:
 #: stiffness, damping and rest length (n_s,) (:func:`mc2fmu.mechanics.parameters.physics_arrays`)
 PHYSICS_INPUTS = ("mass", "f_g")
 SPRING_INPUTS = ("spring_k", "spring_c", "spring_L0")
+#: and from the mechanism file's geometry, which no parameter changes but a physical variant
+#: (``export --mechanism``) may: with inputs, their load maps f_B (n, n_u) and f_C (n_u, n, n);
+#: with springs, their attachment maps D (n_s, 3, n) and e (n_s, 3)
+LOAD_INPUTS = ("f_B", "f_C")
+SPRING_GEOMETRY = ("spring_D", "spring_e")
+ALL_PHYSICS = PHYSICS_INPUTS + LOAD_INPUTS + SPRING_GEOMETRY + SPRING_INPUTS
 
 
 def graph_specs(n_u: int, n_springs: int = 0, physics_inputs: bool = True) -> dict[str, GraphSpec]:
@@ -134,7 +140,9 @@ def graph_specs(n_u: int, n_springs: int = 0, physics_inputs: bool = True) -> di
     model's own physics as constants (what models were exported with before; the variants
     benchmark measures what the inputs cost)."""
     u = ("u",) if n_u else ()
-    physics = (PHYSICS_INPUTS + (SPRING_INPUTS if n_springs else ())) if physics_inputs else ()
+    physics = ()
+    if physics_inputs:
+        physics = PHYSICS_INPUTS + (LOAD_INPUTS if n_u else ()) + (SPRING_GEOMETRY + SPRING_INPUTS if n_springs else ())
     return {
         "decoder": GraphSpec("decoder", ("q",), ("x", "J", "H")),
         "positions": GraphSpec("positions", ("q",), ("x",)),
@@ -157,12 +165,16 @@ def graph_modules(model, specs: dict[str, GraphSpec], n_u: int, dt: float) -> di
 def physics_feeds(runtime, count: int, seed: int = 11) -> list[dict[str, np.ndarray]]:
     """The dynamics graphs' physics inputs: the model's own, then ``count - 1`` other physically
     valid ones (each body's block scaled by its own factor in [0.5, 2], gravity turned and
-    scaled, the spring constants scaled), so that the check sees the inputs used."""
+    scaled, the input loads' maps scaled, the spring constants scaled and their attachment
+    points moved), so that the check sees the inputs used."""
     rng = np.random.default_rng(seed)
     springs = runtime.springs
     own = {"mass": runtime.mass, "f_g": runtime.f_g}
+    if runtime.n_u:
+        own.update(f_B=runtime.f_B, f_C=runtime.f_C)
     if len(springs):
-        own.update(spring_k=springs.k, spring_c=springs.c, spring_L0=springs.L0)
+        own.update(spring_D=springs.D, spring_e=springs.e, spring_k=springs.k, spring_c=springs.c,
+                   spring_L0=springs.L0)
     feeds = [own]
     blocks = runtime.mass
     for _ in range(count - 1):
@@ -176,8 +188,14 @@ def physics_feeds(runtime, count: int, seed: int = 11) -> list[dict[str, np.ndar
             g *= rng.uniform(2.0, 20.0) / np.linalg.norm(g)
             f_g = gravity_force(mass, g)
         feed = {"mass": mass, "f_g": f_g}
+        if runtime.n_u:
+            feed.update(f_B=runtime.f_B * rng.uniform(0.5, 2.0, runtime.n_u),
+                        f_C=runtime.f_C * rng.uniform(0.5, 2.0, runtime.n_u)[:, None, None])
         if len(springs):
-            feed.update(spring_k=springs.k * rng.uniform(0.5, 2.0, len(springs)),
+            # an attachment point moved by up to 1 % of the spring's length: e shifts
+            length = np.linalg.norm(springs.e + np.einsum("sin,n->si", springs.D, runtime.x_mean), axis=1)
+            feed.update(spring_D=springs.D, spring_e=springs.e + 0.01 * length[:, None] * rng.uniform(-1, 1, (len(springs), 3)),
+                        spring_k=springs.k * rng.uniform(0.5, 2.0, len(springs)),
                         spring_c=springs.c * rng.uniform(0.5, 2.0, len(springs)),
                         spring_L0=springs.L0 * rng.uniform(0.9, 1.1, len(springs)))
         feeds.append(feed)
@@ -271,8 +289,7 @@ def export_checked(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], p
     return graphs, errors
 
 
-#: the graphs that hold the forces the physics inputs do not carry (the inputs' directions and
-#: points in ``f_B``, ``f_C``; the springs' attachment points), as constants
+#: the graphs of the dynamics (the ones with physics inputs)
 DYNAMICS_GRAPHS = ("rhs", "step")
 
 

@@ -14,7 +14,7 @@ list.  A new term is one class here, added to :data:`TERMS`, plus its test.
 Every term is divided per coordinate by its data spread, so that every term counts.  What
 several terms read (the encoded triplet, L_rec's decoded triplet, whose middle sample and
 last one L_dyn reads, the dynamics at the middle sample) is computed once per evaluation, on
-first use (:class:`Evaluation`); L_curv decodes the triplet again (see :class:`Curvature`).
+first use (:class:`Evaluation`).
 
 With a hull decoder (``x = x_mean + P y``) the one-step terms are taken in hull coordinates:
 for ``x`` in the hull, ``|(P y - (x - x_mean)) / x_scale|^2 = |y - y(x)|^2`` with ``y(x) = P^T
@@ -89,11 +89,12 @@ class Evaluation:
         y = self.decode(torch.cat([q_prev, q, q_next]))
         return y[:B], y[B:2 * B], y[2 * B:]
 
-    @property
+    @cached_property
     def needs_triplet(self) -> bool:
-        """Whether L_rec reads all three decoded samples (learnt coordinates; with known ones
-        the middle and the next sample are decoded alone)."""
-        return not self.linear
+        """Whether the terms read all three decoded samples: L_rec with learnt coordinates, and
+        L_curv (with known coordinates and no L_curv the middle and the next sample are
+        decoded alone)."""
+        return not self.linear or any(t.name == "curv" for t in self.loss.active_terms)
 
     def _dynamics_middle(self) -> Tensor | None:
         """With the dynamics: they are computed first (the gradient sums in the order of
@@ -267,16 +268,14 @@ class Curvature(LossTerm):
     them (what a model run with other physical parameters needs).  Off before it existed (a
     checkpoint without the option resumes with it off).
 
-    It decodes the triplet again rather than reading :attr:`Evaluation.decoded` (the same
-    values): reading it makes an evaluation with its gradient 1.1-1.25x faster (the four-bar,
-    five-bar, 3-RRR), but changes the gradient's summation order, and with it every trained
-    model; that step waits for the accuracy tables to be re-measured with their seed spread."""
+    It reads the decoded triplet L_rec and L_dyn read (:attr:`Evaluation.decoded`): one
+    decoding less per evaluation."""
 
     name, option, label, title = "curv", "curvature_weight", "curv", "curvature"
     before = 0.0
 
     def _decoded(self, ev: Evaluation) -> Tensor:
-        return ev.decode(torch.cat(ev.triplet)).reshape(3, len(ev.triplet[1]), -1)
+        return torch.stack(ev.decoded)
 
     def hull(self, ev: Evaluation) -> Tensor:
         y, t, dt = self._decoded(ev), ev.target, ev.W.dt

@@ -293,11 +293,13 @@ class TorchManifoldModel(nn.Module):
         return self.terms_and_curvature(q, u)[0]
 
     def terms_and_curvature(self, q: Tensor, u: Tensor, v: Tensor | None = None,
-                            physics: tuple[Tensor, ...] | None = None) -> tuple[ManifoldTerms, Tensor | None]:
+                            physics: dict[str, Tensor] | None = None) -> tuple[ManifoldTerms, Tensor | None]:
         """:meth:`terms`; with a velocity ``v``, without the Hessian and with ``H : v v`` instead;
-        ``physics``: ``(mass, f_g, spring_k, spring_c, spring_L0)`` in place of the model's own
-        (the mass as :attr:`mass` holds it; a decoder in natural coordinates only: the ONNX
-        graphs' physics inputs, which a python FMU forms from its physical parameters)."""
+        ``physics``: arrays in place of the model's own, by name: ``mass`` (as :attr:`mass`
+        holds it), ``f_g``, ``f_B``, ``f_C`` and ``spring_D``, ``spring_e``, ``spring_k``,
+        ``spring_c``, ``spring_L0`` (any of them; a decoder in natural coordinates only: the ONNX
+        graphs' physics inputs, which a python FMU forms from its physical parameters and the
+        mechanism file's input loads and spring attachment points)."""
         ident = None if self.library is None else (self.library, self.identified_coefficients(), self.ident_param, q, u)
         Hvv = None
         if not hasattr(self.decoder, "value_jv"):  # a decoder with J and H only (an exact map in the tests)
@@ -318,21 +320,22 @@ class TorchManifoldModel(nn.Module):
             x, J, H = self.decoder.value_jh(q)
         else:
             (x, J, Hvv), H = self.decoder.value_jv(q, v), None
-        mass, f_g, springs = self.mass, self.f_g, self.springs
-        if physics is not None:
-            mass, f_g, k, c, L0 = physics
-            if springs is not None:
-                springs = SimpleNamespace(**{**vars(springs), "k": k, "c": c, "L0": L0})
-        return manifold_terms(x, J, H, mass, applied_force(f_g, self.f_B, self.f_C, x, u), springs, ident), Hvv
+        ph = physics or {}
+        springs = self.springs
+        if springs is not None and physics:
+            springs = SimpleNamespace(**{**vars(springs), **{k.removeprefix("spring_"): t for k, t in ph.items()
+                                                             if k.startswith("spring_")}})
+        force = applied_force(ph.get("f_g", self.f_g), ph.get("f_B", self.f_B), ph.get("f_C", self.f_C), x, u)
+        return manifold_terms(x, J, H, ph.get("mass", self.mass), force, springs, ident), Hvv
 
-    def acceleration(self, q: Tensor, v: Tensor, u: Tensor, physics: tuple[Tensor, ...] | None = None) -> Tensor:
+    def acceleration(self, q: Tensor, v: Tensor, u: Tensor, physics: dict[str, Tensor] | None = None) -> Tensor:
         """``qddot`` at one velocity per sample (the decoder's Hessian enters as ``H : v v``
         only: cheaper than :meth:`terms`, which serves any velocity); ``physics``: see
         :meth:`terms_and_curvature`."""
         terms, Hvv = self.terms_and_curvature(q, u, v, physics)
         return acceleration(terms, v, Hvv)
 
-    def step(self, q_prev: Tensor, q: Tensor, u: Tensor, dt, physics: tuple[Tensor, ...] | None = None) -> Tensor:
+    def step(self, q_prev: Tensor, q: Tensor, u: Tensor, dt, physics: dict[str, Tensor] | None = None) -> Tensor:
         terms = self.terms_and_curvature(q, u, None, physics)[0]
         return self.step_map.step(lambda v: acceleration(terms, v), q_prev, q, dt)
 

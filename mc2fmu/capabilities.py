@@ -1,0 +1,286 @@
+"""What each kind of model supports: one table, which the command line (its help and its
+refusals), every exporter, ``linearize`` and the docs' tables read.  Nothing decides support
+anywhere else.
+
+A *kind* is a reducer's product (:data:`KINDS`, by reducer name): how it trains (on an
+autoencoder's chart, with several seeds), its run-time model kind,
+whether it has a continuous right-hand side ``qdd = f(q, qd, u)`` (model exchange, Modelica,
+CasADi and ``linearize`` need one), the FMU backends with the (FMI version, interface) pairs
+each writes, whether its FMUs carry the physical parameters, and per target the reason it is
+refused (None: supported).  A model's *content* can rule a target out too (a learned spring
+law of another shape than a target writes, identified terms a target does not carry): those
+rules are :data:`CONTENT_RULES`, by target.
+
+Targets (:data:`TARGETS`): ``fmu`` (with a backend, :data:`BACKENDS`), ``modelica``,
+``casadi``, ``linearize``.  :func:`problems` lists what is wrong with a request (empty: it is
+supported); :func:`require` raises it as the error of the caller's stage.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: FMI versions and interfaces the FMU exporters write
+FMI_VERSIONS = (2, 3)
+INTERFACES = {"cs": "co-simulation", "me": "model exchange", "both": "co-simulation and model exchange"}
+ALL_PAIRS = frozenset((v, i) for v in FMI_VERSIONS for i in INTERFACES)
+CS_PAIRS = frozenset((v, "cs") for v in FMI_VERSIONS)
+
+#: the FMU backends: name -> (what it is, "module:function" of its exporter).  The function
+#: takes (artifact, model_dir, work_dir, out_path, fmi_version=, interface=) and returns a summary
+BACKENDS: dict[str, tuple[str, str]] = {
+    "python": ("pythonfmu + onnxruntime, FMI 2 co-simulation", "mc2fmu.fmu.backends.python:export_python"),
+    "native": ("generated C compiled with $CC, FMI 2/3, co-simulation and/or model exchange",
+               "mc2fmu.fmu.backends.native:export_native"),
+}
+#: the default of export, convert and demo: the native FMU is the one no host can be crashed by.
+#: The python backend runs in the host's interpreter through pythonfmu 0.7, whose wrapper leaks
+#: about 1.2 kB of the host's memory per instantiation (its findClass lists and reprs the slave
+#: class's MRO every time and frees none of it; docs/fmus.md, "The python backend").
+DEFAULT_BACKEND = "native"
+#: what a model can be turned into
+TARGETS = {"fmu": "an FMU (--format fmu, a --backend)", "modelica": "Modelica source (--format modelica)",
+           "casadi": "a CasADi function (--format casadi)", "linearize": "a linear state-space model (linearize)"}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What the models of one reducer support (see the module's docstring)."""
+
+    reducer: str
+    model: str  # the run-time model's kind (ModelArtifact.model.kind)
+    continuous: bool  # a continuous right-hand side qdd = f(q, qd, u)
+    why_discrete: str  # why not, when not (for the messages)
+    backends: dict[str, frozenset]  # FMU backend -> the (FMI version, interface) pairs it writes
+    refused: dict[str, str] = field(default_factory=dict)  # target -> why it is refused
+    physical_parameters: bool = False  # its FMUs and Modelica model take the physical parameters
+    chart: bool = False  # it runs on an autoencoder's coordinates (its config's --from; else one is trained first)
+    seeds: bool = False  # its config's --seeds trains several seeds and keeps the best
+
+    def pairs(self, backend: str) -> frozenset:
+        return self.backends.get(backend, frozenset())
+
+    def supports(self, target: str, backend: str | None = None) -> bool:
+        if target == "fmu":
+            return bool(self.pairs(backend or DEFAULT_BACKEND))
+        return target not in self.refused
+
+
+_PYTHON_PAIRS = frozenset({(2, "cs")})
+
+#: the table: reducer name -> what its models support
+KINDS: dict[str, Kind] = {
+    "autoencoder": Kind(
+        "autoencoder", "manifold", True, "",
+        {"native": ALL_PAIRS, "python": _PYTHON_PAIRS}, physical_parameters=True, seeds=True),
+    "node": Kind(
+        "node", "node", True, "",
+        {"native": ALL_PAIRS, "python": _PYTHON_PAIRS},
+        refused={"modelica": "the Modelica export writes decoder-manifold models (the autoencoder reducer's), not yet "
+                             "a node model's neural ODE; export it as an FMU (--format fmu)",
+                 "casadi": "the CasADi export writes decoder-manifold models (the autoencoder reducer's), not yet a "
+                           "node model's neural ODE; export it as an FMU (--format fmu)",
+                 "linearize": "linearize reads a decoder-manifold model (the autoencoder reducer's), not yet a node "
+                              "model's neural ODE"}, chart=True),
+    "local-pca": Kind(
+        "local-pca", "local-pca", False,
+        "its Algorithm 1 switches clusters between steps, so it has no continuous right-hand side",
+        {"native": CS_PAIRS, "python": _PYTHON_PAIRS},
+        refused={"modelica": "", "casadi": "", "linearize": ""}, chart=True),
+}
+for _kind in KINDS.values():  # a discrete-time model is refused every continuous target for that reason
+    for _target in ("modelica", "casadi", "linearize"):
+        if not _kind.continuous:
+            _kind.refused[_target] = f"a '{_kind.reducer}' model is discrete-time ({_kind.why_discrete}), so it cannot " \
+                                     f"be turned into {TARGETS[_target]}; export it as an FMU for co-simulation"
+
+
+def _learned_laws(model) -> list:
+    springs = getattr(model, "springs", None)
+    laws = getattr(springs, "laws", None)
+    return list(laws.laws) if laws is not None else []
+
+
+def _identified(model) -> bool:
+    lib = getattr(model, "library", None)
+    return lib is not None and len(lib.active) > 0
+
+
+def _native_law(model) -> str | None:
+    """The generated C's learned laws: g 1 -> H1 -> H2 -> 1 and h 3 -> H1 -> H2 -> 1, tanh, with
+    the widths training makes (:data:`mc2fmu.models.spring_laws.HIDDEN`, compile-time sizes)."""
+    from .models.spring_laws import HIDDEN
+
+    for law in _learned_laws(model):
+        if law.g.widths != [1, *HIDDEN, 1] or law.h.widths != [3, *HIDDEN, 1] or \
+                law.g.activation != "tanh" or law.h.activation != "tanh":
+            return (f"spring law {law.spring}: the native backend generates C for laws of widths "
+                    f"1/3-{'-'.join(map(str, HIDDEN))}-1 with tanh; use --backend python")
+    return None
+
+
+def _modelica_law(model) -> str | None:
+    """The Modelica export's learned laws: two hidden tanh layers of any width."""
+    for law in _learned_laws(model):
+        if len(law.g.layers) != 3 or len(law.h.layers) != 3 or law.g.activation != "tanh" or \
+                law.h.activation != "tanh":
+            return (f"spring law {law.spring}: the learned law is not the two-hidden-layer tanh network the Modelica "
+                    "export writes; export an FMU instead")
+    return None
+
+
+def _activation(model) -> str | None:
+    decoder = getattr(model, "decoder", None)
+    act = getattr(decoder, "activation", None)
+    if act is not None and act not in ("tanh", "sigmoid", "softplus"):
+        return f"activation {act} is not written by this target (tanh, sigmoid, softplus are)"
+    return None
+
+
+#: rules on a model's content, by target ("fmu:<backend>" for an FMU backend): each returns why
+#: the model cannot go to that target, or None
+CONTENT_RULES: dict[str, tuple[Callable[[Any], str | None], ...]] = {
+    "fmu:native": (_native_law,),
+    "modelica": (_activation, _modelica_law),
+    "casadi": (
+        lambda m: "the model has identified terms (--identify), which --format casadi does not carry yet; export an "
+                  "FMU instead" if _identified(m) else None,
+        lambda m: "the model has learned spring laws (law = \"recorded\"), which --format casadi does not carry yet; "
+                  "export an FMU instead" if _learned_laws(m) else None),
+}
+
+
+def kind(reducer: str) -> Kind:
+    """The table's entry of ``reducer``."""
+    try:
+        return KINDS[reducer]
+    except KeyError:
+        raise ValueError(f"'{reducer}' models are not known to this version of mc2fmu (known: "
+                         f"{', '.join(KINDS)})") from None
+
+
+def exported_by(reducer: str) -> list[str]:
+    """The FMU backends that export the models of ``reducer``."""
+    return [b for b in BACKENDS if KINDS[reducer].pairs(b)]
+
+
+def option_problems(target: str, backend: str | None = None, fmi_version: int | None = None,
+                    interface: str | None = None, reducer: str | None = None) -> list[str]:
+    """What is wrong with a request before the model is read (``reducer`` None: not known
+    yet): the backend, FMI version and interface exist, and the reducer's models go there."""
+    out = []
+    if target == "fmu":
+        if fmi_version is not None and fmi_version not in FMI_VERSIONS:
+            out.append(f"--fmi {fmi_version}: choose one of {', '.join(map(str, FMI_VERSIONS))}")
+        if interface is not None and interface not in INTERFACES:
+            out.append(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
+        if backend is not None and backend not in BACKENDS:
+            out.append(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
+        if out:
+            return out
+        backend = backend or DEFAULT_BACKEND
+        pair = (fmi_version or 2, interface or "cs")
+        if reducer is None:  # what the backend writes for any model
+            if not any(pair in k.pairs(backend) for k in KINDS.values()):
+                out.append(f"--fmi {pair[0]} --interface {pair[1]}: the {backend} backend writes "
+                           f"{_pairs_text(_union(backend))} only; use --backend native for FMI 3.0 or model exchange")
+            return out
+        k = kind(reducer)
+        pairs = k.pairs(backend)
+        if not pairs:
+            others = exported_by(reducer)
+            out.append(f"the {backend} backend does not export models of the '{reducer}' reducer; "
+                       + (f"use --backend {' or '.join(others)}" if others else
+                          "no backend does so far: run it with `mc2fmu simulate`"))
+        elif pair not in pairs:
+            if pair not in _union(backend):  # what the backend writes for no model
+                out.append(f"--fmi {pair[0]} --interface {pair[1]}: the {backend} backend writes "
+                           f"{_pairs_text(_union(backend))} only; use --backend native for FMI 3.0 or model exchange")
+            elif not k.continuous and pair[1] != "cs":
+                out.append(f"--interface {pair[1]}: a '{reducer}' model is discrete-time ({k.why_discrete}); "
+                           "export it for co-simulation (--interface cs)")
+            else:
+                out.append(f"--fmi {pair[0]} --interface {pair[1]}: the {backend} backend writes {_pairs_text(pairs)} "
+                           "only; use --backend native for FMI 3.0 or model exchange")
+        return out
+    if reducer is not None and target in kind(reducer).refused:
+        out.append(kind(reducer).refused[target])
+    return out
+
+
+def _union(backend: str) -> frozenset:
+    return frozenset().union(*(k.pairs(backend) for k in KINDS.values()))
+
+
+def _pairs_text(pairs) -> str:
+    return ", ".join(f"FMI {v}.0 {INTERFACES[i]}" for v, i in sorted(pairs) if i != "both") or "nothing"
+
+
+def problems(artifact, target: str, backend: str | None = None, fmi_version: int | None = None,
+             interface: str | None = None) -> list[str]:
+    """Everything that keeps ``artifact``'s model from ``target`` (empty: supported): the
+    table's entry for its reducer, then the content rules."""
+    out = option_problems(target, backend, fmi_version, interface, artifact.reducer)
+    if out:
+        return out
+    key = f"fmu:{backend or DEFAULT_BACKEND}" if target == "fmu" else target
+    for rule in CONTENT_RULES.get(key, ()):
+        why = rule(artifact.model)
+        if why:
+            out.append(why)
+    return out
+
+
+def require(artifact, target: str, error: type[Exception], **options) -> None:
+    """Raise ``error`` with ``artifact``'s path and every problem of :func:`problems`, if any."""
+    found = problems(artifact, target, **options)
+    if found:
+        where = getattr(artifact, "path", None) or getattr(artifact, "source", "")
+        raise error([f"{where}: {p}" if where else p for p in found])
+
+
+def support_table() -> list[list[str]]:
+    """The docs' table (docs/reducers.md): per reducer, each target's support, as rows of
+    text (header first)."""
+    header = ["reducer", "model", "continuous", *[f"FMU {b}" for b in BACKENDS], "Modelica", "CasADi", "linearize",
+              "physical parameters"]
+    rows = [header]
+    for k in KINDS.values():
+        fmus = [_pairs_text(k.pairs(b)) if k.pairs(b) else "no" for b in BACKENDS]
+        rows.append([k.reducer, k.model, "yes" if k.continuous else "no", *fmus,
+                     *["yes" if t not in k.refused else "no" for t in ("modelica", "casadi", "linearize")],
+                     "yes" if k.physical_parameters else "no"])
+    return rows
+
+
+def support_text(indent: str = "  ") -> str:
+    """What each reducer's models go to, one paragraph per reducer (``export --help``)."""
+    lines = []
+    for k in KINDS.values():
+        fmus = "; ".join(f"FMU {b}: {_pairs_text(k.pairs(b))}" for b in BACKENDS if k.pairs(b))
+        others = [t for t in ("modelica", "casadi", "linearize") if t not in k.refused]
+        refused = [t for t in ("modelica", "casadi", "linearize") if t in k.refused]
+        text = f"{k.reducer}: {fmus}"
+        if others:
+            text += "; " + ", ".join(others)
+        if k.physical_parameters:
+            text += "; with the physical parameters"
+        if refused:
+            why = f"discrete-time: {k.why_discrete}" if not k.continuous else "not yet written for its model"
+            text += f" (not {', '.join(refused)}: {why})"
+        lines.append(textwrap.fill(text, width=92, initial_indent=indent, subsequent_indent=indent + "  "))
+    return "\n".join(lines)
+
+
+def markdown_table() -> str:
+    """:func:`support_table` as the markdown table docs/reducers.md holds."""
+    rows = support_table()
+    return "\n".join(["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] +
+                     ["| " + " | ".join(r) + " |" for r in rows[1:]])
+
+
+if __name__ == "__main__":
+    print(markdown_table())
