@@ -12,8 +12,11 @@ law of another shape than a target writes, identified terms a target does not ca
 rules are :data:`CONTENT_RULES`, by target.
 
 Targets (:data:`TARGETS`): ``fmu`` (with a backend, :data:`BACKENDS`), ``modelica``,
-``casadi``, ``linearize``.  :func:`problems` lists what is wrong with a request (empty: it is
-supported); :func:`require` raises it as the error of the caller's stage.
+``casadi``, ``linearize``.  :func:`option_problems` checks a request's options (before the
+model is read, or with its reducer), :func:`problems` a model directory's model for a target
+(empty: supported), :func:`require` raises them as the error of the caller's stage, and
+:func:`variant_problems` says whether a physical variant (``--mechanism``) can go there.
+Nothing here imports beyond the error classes: every stage may read it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .errors import ModelError
 
 #: FMI versions and interfaces the FMU exporters write
 FMI_VERSIONS = (2, 3)
@@ -109,16 +114,19 @@ def _identified(model) -> bool:
     return lib is not None and len(lib.active) > 0
 
 
-def _native_law(model) -> str | None:
-    """The generated C's learned laws: g 1 -> H1 -> H2 -> 1 and h 3 -> H1 -> H2 -> 1, tanh, with
-    the widths training makes (:data:`mc2fmu.models.spring_laws.HIDDEN`, compile-time sizes)."""
-    from .models.spring_laws import HIDDEN
+#: the learned spring laws' hidden widths, g 1 -> 16 -> 16 -> 1 and h 3 -> 16 -> 16 -> 1, tanh:
+#: what training makes (:data:`mc2fmu.models.spring_laws.HIDDEN` is this) and the native C is
+#: generated for (compile-time sizes)
+LAW_HIDDEN = (16, 16)
 
+
+def _native_law(model) -> str | None:
+    """The generated C's learned laws: :data:`LAW_HIDDEN`, tanh."""
     for law in _learned_laws(model):
-        if law.g.widths != [1, *HIDDEN, 1] or law.h.widths != [3, *HIDDEN, 1] or \
+        if law.g.widths != [1, *LAW_HIDDEN, 1] or law.h.widths != [3, *LAW_HIDDEN, 1] or \
                 law.g.activation != "tanh" or law.h.activation != "tanh":
             return (f"spring law {law.spring}: the native backend generates C for laws of widths "
-                    f"1/3-{'-'.join(map(str, HIDDEN))}-1 with tanh; use --backend python")
+                    f"1/3-{'-'.join(map(str, LAW_HIDDEN))}-1 with tanh; use --backend python")
     return None
 
 
@@ -153,13 +161,29 @@ CONTENT_RULES: dict[str, tuple[Callable[[Any], str | None], ...]] = {
 }
 
 
+#: the targets that take a physical variant of the trained mechanism file (``--mechanism``), for
+#: the kinds with physical parameters; why the others do not
+VARIANT_REFUSED = {"casadi": "--format casadi exports the trained physical parameters only; export the variant as an "
+                             "FMU (--format fmu)"}
+
+
+def variant_problems(reducer: str, target: str | None = None) -> list[str]:
+    """Why a physical variant (``--mechanism``) cannot go to ``target`` (None: anywhere) for
+    ``reducer``'s models (empty: it can)."""
+    k = kind(reducer)
+    if not k.physical_parameters:
+        return [f"a '{reducer}' model learnt its dynamics from the training runs, so it runs the trained physical "
+                "parameters only: use the mechanism file it was trained with, or train it on runs of the variant"]
+    return [VARIANT_REFUSED[target]] if target in VARIANT_REFUSED else []
+
+
 def kind(reducer: str) -> Kind:
     """The table's entry of ``reducer``."""
     try:
         return KINDS[reducer]
     except KeyError:
-        raise ValueError(f"'{reducer}' models are not known to this version of mc2fmu (known: "
-                         f"{', '.join(KINDS)})") from None
+        raise ModelError(f"'{reducer}' models are not known to this version of mc2fmu (known: "
+                         f"{', '.join(KINDS)}); a model directory of another version, or a damaged one") from None
 
 
 def exported_by(reducer: str) -> list[str]:
@@ -168,9 +192,10 @@ def exported_by(reducer: str) -> list[str]:
 
 
 def option_problems(target: str, backend: str | None = None, fmi_version: int | None = None,
-                    interface: str | None = None, reducer: str | None = None) -> list[str]:
+                    interface: str | None = None, reducer: str | None = None, pairs: bool = True) -> list[str]:
     """What is wrong with a request before the model is read (``reducer`` None: not known
-    yet): the backend, FMI version and interface exist, and the reducer's models go there."""
+    yet): the backend, FMI version and interface exist, and the reducer's models go there
+    (``pairs=False``: the names alone, the rest once the reducer is known)."""
     out = []
     if target == "fmu":
         if fmi_version is not None and fmi_version not in FMI_VERSIONS:
@@ -179,40 +204,34 @@ def option_problems(target: str, backend: str | None = None, fmi_version: int | 
             out.append(f"--interface {interface}: choose one of {', '.join(INTERFACES)}")
         if backend is not None and backend not in BACKENDS:
             out.append(f"backend '{backend}' is not available; choose one of {', '.join(BACKENDS)}")
-        if out:
+        if out or not pairs:
             return out
         backend = backend or DEFAULT_BACKEND
         pair = (fmi_version or 2, interface or "cs")
-        if reducer is None:  # what the backend writes for any model
-            if not any(pair in k.pairs(backend) for k in KINDS.values()):
-                out.append(f"--fmi {pair[0]} --interface {pair[1]}: the {backend} backend writes "
-                           f"{_pairs_text(_union(backend))} only; use --backend native for FMI 3.0 or model exchange")
-            return out
-        k = kind(reducer)
-        pairs = k.pairs(backend)
-        if not pairs:
+        kinds = [kind(reducer)] if reducer is not None else list(KINDS.values())
+        if not any(k.pairs(backend) for k in kinds):
             others = exported_by(reducer)
             out.append(f"the {backend} backend does not export models of the '{reducer}' reducer; "
                        + (f"use --backend {' or '.join(others)}" if others else
                           "no backend does so far: run it with `mc2fmu simulate`"))
-        elif pair not in pairs:
-            if pair not in _union(backend):  # what the backend writes for no model
-                out.append(f"--fmi {pair[0]} --interface {pair[1]}: the {backend} backend writes "
-                           f"{_pairs_text(_union(backend))} only; use --backend native for FMI 3.0 or model exchange")
-            elif not k.continuous and pair[1] != "cs":
-                out.append(f"--interface {pair[1]}: a '{reducer}' model is discrete-time ({k.why_discrete}); "
-                           "export it for co-simulation (--interface cs)")
-            else:
-                out.append(f"--fmi {pair[0]} --interface {pair[1]}: the {backend} backend writes {_pairs_text(pairs)} "
-                           "only; use --backend native for FMI 3.0 or model exchange")
+            return out
+        if any(pair in k.pairs(backend) for k in kinds):
+            return out
+        discrete = reducer is not None and not kinds[0].continuous and pair[1] != "cs"
+        if discrete:
+            out.append(f"--interface {pair[1]}: a '{reducer}' model is discrete-time ({kinds[0].why_discrete}); "
+                       "export it for co-simulation (--interface cs)")
+        # what the backend cannot write for these models apart from the interface the model refuses
+        wanted = (pair[0], "cs") if discrete else pair
+        if not any(wanted in k.pairs(backend) for k in kinds):
+            written = frozenset().union(*(k.pairs(backend) for k in kinds))
+            others = [b for b in BACKENDS if b != backend and any(wanted in k.pairs(b) for k in kinds)]
+            out.append(f"--fmi {wanted[0]} --interface {wanted[1]}: the {backend} backend writes "
+                       f"{_pairs_text(written)} only" + (f"; use --backend {' or '.join(others)}" if others else ""))
         return out
     if reducer is not None and target in kind(reducer).refused:
         out.append(kind(reducer).refused[target])
     return out
-
-
-def _union(backend: str) -> frozenset:
-    return frozenset().union(*(k.pairs(backend) for k in KINDS.values()))
 
 
 def _pairs_text(pairs) -> str:
@@ -226,6 +245,10 @@ def problems(artifact, target: str, backend: str | None = None, fmi_version: int
     out = option_problems(target, backend, fmi_version, interface, artifact.reducer)
     if out:
         return out
+    model_kind = getattr(artifact.model, "kind", None)
+    if model_kind != kind(artifact.reducer).model:
+        return [f"the model.json says reducer '{artifact.reducer}', whose models are of kind "
+                f"'{kind(artifact.reducer).model}', but it holds a '{model_kind}' model (a damaged model directory)"]
     key = f"fmu:{backend or DEFAULT_BACKEND}" if target == "fmu" else target
     for rule in CONTENT_RULES.get(key, ()):
         why = rule(artifact.model)

@@ -699,8 +699,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
         from .control.casadi_export import export_casadi
 
         if args.mechanism is not None:
-            raise ExportError(f"--mechanism {args.mechanism}: --format casadi exports the trained physical "
-                              "parameters only; export the variant as an FMU (--format fmu)")
+            from .capabilities import VARIANT_REFUSED
+
+            raise ExportError(f"--mechanism {args.mechanism}: {VARIANT_REFUSED['casadi']}")
         summary = export_casadi(args.model, args.output)
         print(f"wrote {args.output}: CasADi function model(q, qd, u) -> (qdd, origins), {summary['dof']} coordinate(s), "
               f"inputs {', '.join(summary['inputs']) or 'none'}; load it with casadi.Function.load")

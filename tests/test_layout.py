@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mc2fmu"
 
 #: the stages in pipeline order; a module may import only from its own stage or earlier ones
 #: (top-level helpers: errors and files come first, pipeline and cli last)
-ORDER = ["errors", "files", "mechanics", "data", "models", "reducers", "capabilities", "fmu", "modelica", "validation", "control",
+ORDER = ["errors", "files", "capabilities", "mechanics", "data", "models", "reducers", "fmu", "modelica", "validation", "control",
          "parallel", "pipeline", "cli", "__main__"]
 
 

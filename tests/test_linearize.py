@@ -43,8 +43,11 @@ def test_complex_step_through_learned_laws_and_identified_terms_equals_finite_di
         return MLPWeights(tuple(scale * rng.standard_normal((b, a)) for a, b in zip(widths[:-1], widths[1:])),
                           tuple(rng.standard_normal(b) for b in widths[1:]), "tanh")
 
-    # a large h-net output scale puts softplus on both sides of its threshold of 20
-    laws = SpringLaws((SpringLaw(0, net([1, 8, 1]), net([3, 8, 1], 12.0), np.array([0.3, 0.05, 0.4, 150.0, 20.0])),), 1)
+    # a large h-net output scale puts softplus on both sides of its threshold of 20 (checked below)
+    h = net([3, 8, 1], 12.0)
+    h = MLPWeights(h.weights, h.biases[:-1] + (h.biases[-1] + 35.0,), "tanh")
+    law = SpringLaw(0, net([1, 8, 1]), h, np.array([0.3, 0.05, 0.4, 150.0, 20.0]))
+    laws = SpringLaws((law,), 1)
     kinds = np.array([[TANH, Q, 0], [COS, V, 0]])
     index = np.array([[1, 0, 0], [0, 1, 0]])
     param = np.array([[0.2, 0.0, 0.0], [0.0, 0.0, 0.0]])
@@ -54,7 +57,17 @@ def test_complex_step_through_learned_laws_and_identified_terms_equals_finite_di
         length, ldot, q, v = z[:, :1], z[:, 1:2], z[:, 2:4], z[:, 4:6]
         return np.concatenate([laws.tension(length, ldot), evaluate(kinds, index, param, q, v, np.zeros((len(z), 0)))], 1)
 
-    for z in ([0.31, -0.7, 0.4, -1.2, 0.05, -0.3], [0.27, 0.9, -2.0, 0.5, -0.02, 0.8]):
+    from mc2fmu.models.mlp import get_activation, mlp
+
+    points = [[0.31, -0.7, 0.4, -1.2, 0.05, -0.3], [0.27, 0.9, -2.0, 0.5, -0.02, 0.8],
+              [0.36, -0.2, 1.1, 0.3, -0.1, 0.4], [0.24, 0.3, 0.2, -0.6, 0.3, -0.9]]
+    pre = []  # softplus's argument at each point
+    for z in points:
+        w = z[1] / law.norm[2]
+        feats = np.array([[(z[0] - law.norm[0]) / law.norm[1], w, abs(w)]])
+        pre.append(float(mlp(law.h.layers, get_activation("tanh"), feats)[0, 0]))
+    assert min(pre) < 20.0 < max(pre), pre
+    for z in points:
         z = np.array(z)
         value, J = _complex_step(f, z)
         np.testing.assert_allclose(value, f(z)[0], rtol=1e-14, atol=1e-12)
@@ -123,6 +136,32 @@ def test_a_b_c_against_finite_differences(brief, name, dof):
         # linear extraction agree to that order
         assert np.abs(lin.C[:n_y, :m] - Y).max() <= 2e-2 * max(1.0, np.abs(Y).max()), name
         assert np.array_equal(lin.C[n_y:], np.eye(2 * m)) and not lin.D.any()
+
+
+@pytest.mark.parametrize("name", ["macpherson_nl", "four_bar_friction"])
+def test_a_and_b_of_models_with_learned_laws_and_identified_terms(trained, name):
+    """Through a learned spring law (macpherson_nl) and identified terms (four_bar_friction):
+    A and B against central differences of the numpy model, at the initial state of the
+    training run and at a moving state."""
+    from mc2fmu.control.linearize import linearize
+    from mc2fmu.models.artifact import load_artifact
+
+    model_dir = trained(name)[0]
+    art = load_artifact(model_dir)
+    model, m = art.model, art.model.dof
+    has = (model.springs.laws is not None and len(model.springs.laws)) if name == "macpherson_nl" else \
+        (model.library is not None and len(model.library.active))
+    assert has, name  # the feature under test is in the model
+    q0 = np.asarray(art.initial_state.q, dtype=float)
+    for qd in (np.zeros(m), np.full(m, 0.4)):
+        lin = linearize(model_dir, q=list(q0), qd=list(qd), u=list(art.initial_state.u))
+
+        def f(z):
+            return model.acceleration(z[None, :m], z[None, m:2 * m], z[None, 2 * m:])[0]
+
+        F = _fd_jacobian(f, np.concatenate([lin.q, lin.qd, lin.u]))
+        exact = np.concatenate([lin.A[m:, :], lin.B[m:, :]], 1)
+        assert np.abs(exact - F).max() <= 1e-6 * max(1.0, np.abs(F).max()), (name, exact, F)
 
 
 def test_cli_writes_json_and_refuses_bad_points(brief, tmp_path, capsys):

@@ -120,3 +120,16 @@ def test_the_python_variant_fmu_runs_the_tilted_input(setup):
     res = validate_fmu(fmu, s["variant"], [str(s["run"])])["runs"][0]
     assert res["reached_stop_time"]
     assert abs(res["max_position_error"] - sim_v["max_position_error"]) <= 1e-9
+
+
+def test_a_variant_of_an_older_model_that_needs_new_graphs_names_torch(setup, tmp_path):
+    """A model whose python graphs hold the input loads' maps as constants (trained before they
+    were inputs): a variant tilting an input needs its graphs exported again, which needs torch;
+    without it the export says so and writes nothing."""
+    from tests.test_variants import _constant_physics_graphs
+
+    older = _constant_physics_graphs(setup["model"], tmp_path / "older", loads=False)
+    out = tmp_path / "p.fmu"
+    proc = _blocked(setup, "export", older, "-o", out, "--backend", "python", "--mechanism", setup["variant"])
+    assert proc.returncode != 0 and "needs torch" in proc.stderr, proc.stderr[-1500:]
+    assert "Traceback" not in proc.stderr and not out.exists()

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..capabilities import require
 from ..errors import ExportError
 from ..files import atomic_output
 
@@ -39,8 +40,6 @@ def _casadi():
 def casadi_model(art) -> Any:
     """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins)`` of a model artifact."""
     from ..models.manifold import ManifoldModel, cholesky_steps
-
-    from ..capabilities import require
 
     require(art, "casadi", ExportError)
     ca = _casadi()

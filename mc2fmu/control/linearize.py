@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..capabilities import require
 from ..errors import LinearizeError, ModelError
 from ..files import atomic_output, json_safe
 
@@ -173,7 +174,7 @@ def find_equilibrium(dyn: Dynamics, q0: np.ndarray, u: np.ndarray, tol: float = 
         step = 1.0
         while step > 1e-6:
             trial = q + step * dq
-            ft = jacobians(dyn, trial, qd, u)[0]
+            ft = dyn.acceleration(trial[None], qd[None], np.asarray(u, dtype=np.float64)[None])[0]
             if np.isfinite(ft).all() and np.linalg.norm(ft) < norm:
                 break
             step *= 0.5
@@ -191,16 +192,15 @@ def linearize(model_dir: str | os.PathLike, q: list[float] | None = None, qd: li
     static equilibrium under ``u`` (default zero) nearest the model's initial state; with the
     physical parameters of ``mechanism`` when given (a variant of the trained mechanism file,
     :meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`)."""
-    from ..capabilities import require
     from ..mechanics.mechanism import load_mechanism
     from ..models.artifact import load_artifact
     from ..models.manifold import ManifoldModel
 
     art = load_artifact(model_dir)
+    require(art, "linearize", ModelError)  # before a variant: the model kind's reason first
     changed = []
     if mechanism is not None:
         art, changed = art.for_mechanism(load_mechanism(mechanism), mechanism)
-    require(art, "linearize", ModelError)
     model = art.model
     assert isinstance(model, ManifoldModel)  # the table gives linearize to decoder-manifold models only
     m, n_u = model.dof, model.n_u

@@ -37,8 +37,10 @@ def require_manifold(artifact):
 
     model = artifact.model
     if not isinstance(model, ManifoldModel):
+        from ..capabilities import KINDS
+
         raise ExportError(f"{artifact.path}: a '{artifact.reducer}' model (kind '{model.kind}'); FMUs are exported "
-                          "for the autoencoder, node and local-pca reducers' models; run this one with `mc2fmu simulate`")
+                          f"for the {', '.join(KINDS)} reducers' models; run this one with `mc2fmu simulate`")
     return model
 
 

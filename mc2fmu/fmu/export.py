@@ -33,11 +33,12 @@ log = logging.getLogger(__name__)
 
 
 def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, interface: str,
-                    reducer: str | None = None, platforms: str | None = None) -> list[str]:
+                    reducer: str | None = None, platforms: str | None = None, pairs: bool = True) -> list[str]:
     """What is wrong with these export options (empty: nothing), checked before any work;
     ``reducer``: the reducer whose model is exported, when known (what its models support is
     :mod:`mc2fmu.capabilities`' table); ``platforms``: the native backend's ``--platforms``
-    (None: the default)."""
+    (None: the default); ``pairs=False``: the (FMI version, interface) pair is left to the call
+    that knows the reducer."""
     problems = []
     if platforms is not None and backend != "native":
         problems.append(f"--platforms {platforms}: only the native backend builds binaries for other platforms "
@@ -48,7 +49,7 @@ def export_problems(out: str | os.PathLike, backend: str, fmi_version: int, inte
         problems += platform_problems(platforms)
     if Path(out).suffix != ".fmu":
         problems.append(f"{out}: an FMU file name must end in .fmu")
-    return problems + option_problems("fmu", backend, fmi_version, interface, reducer)
+    return problems + option_problems("fmu", backend, fmi_version, interface, reducer, pairs)
 
 
 def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: str = DEFAULT_BACKEND, fmi_version: int = 2,
@@ -62,7 +63,7 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     ``mechanism``: a physical variant of the trained mechanism file whose parameters the FMU
     starts with (:meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`).
     """
-    problems = export_problems(out, backend, fmi_version, interface, platforms=platforms)
+    problems = export_problems(out, backend, fmi_version, interface, platforms=platforms, pairs=False)
     if problems:
         raise ExportError(problems)
     out = Path(out)
@@ -72,7 +73,7 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
     if problems:
         raise ExportError([f"{model_dir}: {p}" for p in problems])
     require(artifact, "fmu", ExportError, backend=backend, fmi_version=fmi_version, interface=interface)
-    changed = []
+    changed, rebuild = [], False
     if mechanism is not None:
         from ..mechanics.mechanism import load_mechanism
 
@@ -87,16 +88,13 @@ def export_fmu(model_dir: str | os.PathLike, out: str | os.PathLike, backend: st
             # input directions and points, spring attachment points: inputs of the dynamics graphs
             # of models trained since they are (an off-diagonal inertia entry without a parameter
             # is in the mass blocks they take)
-            geometry = [c.item for c in changed if c.item.endswith(GRAPH_CONSTANTS)]
-            if geometry and not takes_geometry(artifact):
-                raise ExportError(f"--mechanism {mechanism}: changes {', '.join(geometry)}, which this model's ONNX "
-                                  "graphs hold as constants (it was trained before they took the input loads and "
-                                  "spring attachment points as inputs); export the variant with --backend native, "
-                                  "or train the model again")
+            # (a model trained before they were holds them as constants: its two graphs are exported
+            # again from the variant, which needs torch)
+            rebuild = any(c.item.endswith(GRAPH_CONSTANTS) for c in changed) and not takes_geometry(artifact)
     module, _, func = BACKENDS[backend][1].partition(":")
     exporter = getattr(importlib.import_module(module), func)
     with tempfile.TemporaryDirectory(prefix="mc2fmu-export-") as tmp, atomic_output(out) as tmp_out:
-        extra = {"platforms": platforms} if backend == "native" else {}
+        extra = {"platforms": platforms} if backend == "native" else {"rebuild_dynamics": rebuild}
         summary = exporter(artifact, model_dir, Path(tmp), Path(tmp_out), fmi_version=fmi_version, interface=interface,
                            **extra)
     summary.setdefault("variables", len(fmu_variables(artifact)))

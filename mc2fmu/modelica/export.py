@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..capabilities import require
 from ..errors import ExportError
 from ..files import atomic_output
 from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
@@ -172,8 +173,6 @@ def _check_names(art, src: _Source, mechanism_names: list[str]) -> None:
 def modelica_source(art, name: str) -> str:
     """The Modelica source of a decoder-manifold model artifact, ``model name``."""
     from ..models.manifold import ManifoldModel
-
-    from ..capabilities import require
 
     require(art, "modelica", ExportError)
     model = art.model
@@ -572,6 +571,7 @@ def export_modelica(model_dir: str | os.PathLike, out: str | os.PathLike,
         raise ExportError(f"{out}: a Modelica export is a .mo file named after its model, e.g. -o {out.stem}.mo")
     name = modelica_name(out.stem)
     art = load_artifact(model_dir)
+    require(art, "modelica", ExportError)  # before a variant: the model kind's reason first
     changed: list = []
     if mechanism is not None:
         art, changed = art.for_mechanism(load_mechanism(mechanism), mechanism)

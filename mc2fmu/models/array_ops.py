@@ -45,7 +45,12 @@ def _cs_softplus(a):
     return np.where(big, a, np.log1p(np.exp(np.where(big, 20.0, a))))
 
 
-_COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_softplus})
+def _cs_sigmoid(a):
+    # 1 / (1 + exp(-a)) is nan + nan j far below zero (exp overflows to a complex infinity)
+    return 0.5 * (1.0 + np.tanh(0.5 * a))
+
+
+_COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_softplus, "sigmoid": _cs_sigmoid})
 _TORCH: SimpleNamespace | None = None
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..capabilities import variant_problems
 from ..errors import ModelError
 from ..files import atomic_directory, file_problem, json_safe
 from ..mechanics.mechanism import Mechanism, mechanism_from_dict
@@ -143,10 +144,9 @@ class ModelArtifact:
         diffs = physical_differences(self.mechanism, mechanism, source)
         if not diffs:
             return self, []
-        if self.model.kind != "manifold":
-            raise ModelError(f"{source}: changes {', '.join(d.item for d in diffs)}; a '{self.reducer}' model learnt "
-                             "its dynamics from the training runs, so it runs the trained physical parameters only: use "
-                             "the mechanism file it was trained with, or train it on runs of the variant")
+        refused = variant_problems(self.reducer)
+        if refused:
+            raise ModelError([f"{source}: changes {', '.join(d.item for d in diffs)}; {p}" for p in refused])
         laws = self.model.springs.laws
         if laws is not None:
             learned = [d.item for d in diffs for s in self.mechanism.springs

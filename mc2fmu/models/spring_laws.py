@@ -34,11 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from ..capabilities import LAW_HIDDEN
 from .array_ops import ops
 from .mlp import MLPWeights, get_activation, mlp
 
-#: hidden widths of g and h
-HIDDEN = (16, 16)
+#: hidden widths of g and h (the shape the native C is generated for: the capability table's)
+HIDDEN = LAW_HIDDEN
 
 
 def _softplus(a):

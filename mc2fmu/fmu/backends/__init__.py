@@ -1,1 +1,1 @@
-"""FMU backends, registered in :data:`mc2fmu.fmu.export.BACKENDS` and imported when used."""
+"""FMU backends, registered in :data:`mc2fmu.capabilities.BACKENDS` and imported when used."""

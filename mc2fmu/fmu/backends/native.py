@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from ...capabilities import kind as capability
 from ... import __version__
 from ...errors import ExportError
 from ...files import json_safe, write_zip
@@ -804,12 +805,12 @@ def build_description(ident: str, source: str) -> bytes:
 
 def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
                   interface: str = "cs", platforms: str | None = None) -> dict[str, Any]:
-    """The ``native`` entry of :data:`mc2fmu.fmu.export.BACKENDS`; ``platforms``: see
+    """The ``native`` entry of :data:`mc2fmu.capabilities.BACKENDS`; ``platforms``: see
     :func:`mc2fmu.fmu.platforms.resolve` (default: every platform with a toolchain here)."""
     me, cs = interface in ("me", "both"), interface in ("cs", "both")
     manifold_model(artifact)
     variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3,
-                              physics=artifact.model.kind == "manifold")
+                              physics=capability(artifact.reducer).physical_parameters)
     ident = model_identifier(artifact.mechanism.name)
     token = instantiation_token(model_dir, fmi_version, interface, artifact.mechanism)
     sources = work / "sources"

@@ -62,12 +62,15 @@ def _module_source(module) -> str:
 
 
 def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version: int = 2,
-                  interface: str = "cs") -> dict[str, Any]:
-    """The ``python`` entry of :data:`mc2fmu.fmu.export.BACKENDS` (FMI 2 co-simulation only:
-    the registry entry says so, and :func:`~mc2fmu.fmu.export.export_problems` checks it).
+                  interface: str = "cs", rebuild_dynamics: bool = False) -> dict[str, Any]:
+    """The ``python`` entry of :data:`mc2fmu.capabilities.BACKENDS` (FMI 2 co-simulation only:
+    the capability table says so, and :func:`~mc2fmu.fmu.export.export_fmu` checks it).
     ``artifact`` may be a physical variant (:meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`):
     its physical parameters are the FMU's start values, its input loads' and springs' maps go
-    to ``loads.npz`` for the graphs that take them."""
+    to ``loads.npz`` for the graphs that take them.  ``rebuild_dynamics``: the variant moves an
+    input or a spring's points and the model's graphs hold those maps as constants (trained
+    before they were inputs): the rhs and step graphs are exported again from it
+    (:func:`dynamics_graphs`, with the training extras' torch; without it, an error)."""
     kind = artifact.model.kind
     if kind not in GRAPHS:
         require_manifold(artifact)  # the message for a kind without graphs
@@ -90,6 +93,11 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     files = artifact_files(model_dir)
     onnx_errors = dict(artifact.training.get("onnx_max_difference", {}))
     taken = graph_inputs(artifact) if physics else set()
+    if rebuild_dynamics:
+        graphs, errors = dynamics_graphs(artifact, work / "graphs")
+        files.update(graphs)
+        onnx_errors.update(errors)
+        taken = _session_inputs(graphs["resources/onnx/rhs.onnx"])
     if taken & set(LOADS):
         model = artifact.model
         arrays = {"f_B": model.f_B, "f_C": model.f_C, "spring_D": model.springs.D, "spring_e": model.springs.e}
@@ -124,6 +132,30 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     return {"onnx_max_difference": onnx_errors, "module": module,
             "model_identifier": ident, "physical_parameters": physics,
             "variables": len(fmu_variables(artifact, physics=physics))}
+
+
+def dynamics_graphs(artifact, work: Path) -> tuple[dict[str, bytes], dict[str, float]]:
+    """The rhs and step graphs of ``artifact``'s run-time model (a physical variant's), with
+    today's inputs, by their artifact file names, checked against torch as training checks
+    them, and their max relative difference to torch by graph name.  For models whose graphs
+    hold the input loads' and springs' maps as constants; needs torch."""
+    try:
+        from ...reducers.autoencoder.graphs import DYNAMICS_GRAPHS, onnx_graphs
+        from ...reducers.autoencoder.torch_model import from_runtime
+    except ImportError as exc:
+        raise ExportError(f"{artifact.path}: this model's ONNX graphs hold the input loads and spring attachment points "
+                          "as constants (it was trained before they were inputs), so a variant that moves them needs "
+                          f"its graphs exported again, which needs torch ({exc}); export the variant with --backend "
+                          "native, or train the model again") from None
+    runtime = artifact.model
+    graphs, errors = onnx_graphs(from_runtime(runtime), runtime, artifact.envelope, work, only=DYNAMICS_GRAPHS)
+    return {f"resources/{name}": data for name, data in graphs.items()}, errors
+
+
+def _session_inputs(data: bytes) -> set[str]:
+    import onnxruntime as ort
+
+    return {i.name for i in ort.InferenceSession(data, providers=["CPUExecutionProvider"]).get_inputs()}
 
 
 def graph_inputs(artifact) -> set[str]:

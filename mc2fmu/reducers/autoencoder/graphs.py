@@ -194,7 +194,10 @@ def physics_feeds(runtime, count: int, seed: int = 11) -> list[dict[str, np.ndar
         if len(springs):
             # an attachment point moved by up to 1 % of the spring's length: e shifts
             length = np.linalg.norm(springs.e + np.einsum("sin,n->si", springs.D, runtime.x_mean), axis=1)
-            feed.update(spring_D=springs.D, spring_e=springs.e + 0.01 * length[:, None] * rng.uniform(-1, 1, (len(springs), 3)),
+            # and its weights on the body's points changed by up to 2 % (an attachment point moved
+            # in the body frame changes D as well)
+            feed.update(spring_D=springs.D * (1.0 + 0.02 * rng.uniform(-1, 1, springs.D.shape)),
+                        spring_e=springs.e + 0.01 * length[:, None] * rng.uniform(-1, 1, (len(springs), 3)),
                         spring_k=springs.k * rng.uniform(0.5, 2.0, len(springs)),
                         spring_c=springs.c * rng.uniform(0.5, 2.0, len(springs)),
                         spring_L0=springs.L0 * rng.uniform(0.9, 1.1, len(springs)))

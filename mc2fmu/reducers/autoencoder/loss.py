@@ -58,6 +58,7 @@ class Evaluation:
         self.model = loss.model
         self.reduced = loss.reduced
         self.linear = isinstance(self.model.encoder, LinearEncoder)
+        self.kinematic_only = kinematic_only
         self.uses_dynamics = not kinematic_only and loss.cfg.loss == "sim"
 
     def decode(self, q: Tensor) -> Tensor:
@@ -94,7 +95,7 @@ class Evaluation:
         """Whether the terms read all three decoded samples: L_rec with learnt coordinates, and
         L_curv (with known coordinates and no L_curv the middle and the next sample are
         decoded alone)."""
-        return not self.linear or any(t.name == "curv" for t in self.loss.active_terms)
+        return not self.linear or (not self.kinematic_only and any(t.name == "curv" for t in self.loss.active_terms))
 
     def _dynamics_middle(self) -> Tensor | None:
         """With the dynamics: they are computed first (the gradient sums in the order of
