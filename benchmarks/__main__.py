@@ -52,6 +52,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "curvature": [],
     "modelica": [],
     "scaling": [],
+    "unseen_platform": [],
 }
 
 
