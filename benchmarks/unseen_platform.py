@@ -22,7 +22,6 @@ is not 6.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from dataclasses import replace
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import examples.mechanisms as mechanisms  # noqa: E402
 from examples import reference  # noqa: E402
-from examples.mechanisms import Body, Joint, Spring, box_inertia, frame  # noqa: E402
+from examples.mechanisms import Body, box_inertia, ups_legs, ups_points  # noqa: E402
 
 NAME = "unseen_platform"
 TRAIN_MAX, HELD_OUT_MAX, SECONDS_MAX = 0.3, 0.5, 300.0
@@ -45,29 +44,13 @@ KNOWN = ("deck.x", "deck.y", "deck.z", "deck.R32", "deck.R13", "deck.R21")
 def unseen_platform():
     """The platform (see the module's docstring), its inputs and tones the hexapod's."""
     base = mechanisms.hexapod()
-    r_base, r_plat, height = 0.46, 0.33, 0.62
-    base_deg = [a + s for a in (10.0, 130.0, 250.0) for s in (-18.0, 18.0)]
-    plat_deg = [a + s for a in (70.0, 190.0, 310.0) for s in (-12.0, 12.0)]
-    pairs = [(0, 5), (1, 0), (2, 1), (3, 2), (4, 3), (5, 4)]
-
-    def on_circle(radius, deg, z):
-        a = math.radians(deg)
-        return np.array([radius * math.cos(a), radius * math.sin(a), z])
-
+    height = 0.62
     deck = Body("deck", 22.0, (-0.03, 0.02, 0.05), box_inertia(22.0, (0.55, 0.5, 0.1)), np.array([0.0, 0.0, height]),
                 np.eye(3))
-    housings, pistons, joints, springs = [], [], [], []
-    for i, (b, p) in enumerate(pairs, start=1):
-        B, P = on_circle(r_base, base_deg[b], 0.0), on_circle(r_plat, plat_deg[p], height)
-        axis = frame(x=P - B, z=(0.0, 0.0, 1.0))
-        length = float(np.linalg.norm(P - B))
-        housings.append(Body(f"housing_{i}", 2.1, (0.18, 0.0, 0.0), box_inertia(2.1, (0.4, 0.08, 0.08)), B, axis))
-        pistons.append(Body(f"piston_{i}", 0.9, (-0.22, 0.0, 0.0), box_inertia(0.9, (0.46, 0.04, 0.04)), P, axis))
-        joints += [Joint(f"ujoint_{i}", "universal", ("ground", f"housing_{i}"), B, axis),
-                   Joint(f"prism_{i}", "prismatic", (f"housing_{i}", f"piston_{i}"), 0.5 * (B + P), axis),
-                   Joint(f"ball_{i}", "spherical", (f"piston_{i}", "deck"), P)]
-        springs.append(Spring(f"strut_{i}", f"housing_{i}", (0.0, 0.0, 0.0), f"piston_{i}", (0.0, 0.0, 0.0),
-                              2400.0, 40.0, length))
+    housings, pistons, joints, springs = ups_legs(
+        ups_points(0.46, (10.0, 130.0, 250.0), 18.0, 0.33, (70.0, 190.0, 310.0), 12.0, height), "deck",
+        ("housing", 2.1, (0.18, 0.0, 0.0), (0.4, 0.08, 0.08)), ("piston", 0.9, (-0.22, 0.0, 0.0), (0.46, 0.04, 0.04)),
+        ("strut", 2400.0, 40.0), ("ujoint", "prism", "ball"))
     return replace(base, name=NAME, summary="a 6-UPS platform the defaults were not measured on",
                    bodies=(deck, *housings, *pistons), joints=tuple(joints), springs=tuple(springs),
                    inputs=tuple(replace(i, body="deck") for i in base.inputs), static_inputs=None,

@@ -625,6 +625,47 @@ def macpherson_nl() -> Model:
 # ---------------------------------------------------------------------------- 6-UPS platform
 
 
+def ups_points(r_base: float, base_centres, base_half: float, r_plat: float, plat_centres, plat_half: float,
+               height: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The six legs' base and platform points of a 6-UPS platform: base points in pairs
+    ``base_half`` deg either side of ``base_centres`` on a circle of radius ``r_base`` (z = 0),
+    platform points likewise at ``height``; leg i joins base point i to the nearer point of the
+    neighbouring platform pair."""
+    base_deg = [a + s for a in base_centres for s in (-base_half, base_half)]
+    plat_deg = [a + s for a in plat_centres for s in (-plat_half, plat_half)]
+    pairs = [(0, 5), (1, 0), (2, 1), (3, 2), (4, 3), (5, 4)]
+
+    def on_circle(radius, deg, z):
+        a = math.radians(deg)
+        return np.array([radius * math.cos(a), radius * math.sin(a), z])
+
+    return [(on_circle(r_base, base_deg[b], 0.0), on_circle(r_plat, plat_deg[p], height)) for b, p in pairs]
+
+
+def ups_legs(points, platform: str, cylinder, rod, spring, joint_names):
+    """Six U-P-S legs between ``points`` (:func:`ups_points`) and the body ``platform``: per leg
+    a cylinder on a universal joint at its base point (its spin about the leg locked), a rod in
+    a prismatic joint along the leg and a spherical joint to the platform, and a spring-damper
+    between the two joint centres at rest length in this configuration.  ``cylinder`` and
+    ``rod``: (name prefix, mass, COM in the body frame, box dimensions), frames at the base and
+    platform point with x along the leg; ``spring``: (name prefix, stiffness, damping);
+    ``joint_names``: the universal, prismatic and spherical joints' prefixes.  Returns the
+    cylinders, rods, joints and springs."""
+    (cn, cm, cc, cd), (rn, rm, rc, rd), (sn, k, c) = cylinder, rod, spring
+    un, pn, tn = joint_names
+    cylinders, rods, joints, springs = [], [], [], []
+    for i, (B, P) in enumerate(points, start=1):
+        axis = frame(x=P - B, z=(0.0, 0.0, 1.0))
+        length = float(np.linalg.norm(P - B))
+        cylinders.append(Body(f"{cn}_{i}", cm, cc, box_inertia(cm, cd), B, axis))
+        rods.append(Body(f"{rn}_{i}", rm, rc, box_inertia(rm, rd), P, axis))
+        joints += [Joint(f"{un}_{i}", "universal", ("ground", f"{cn}_{i}"), B, axis),
+                   Joint(f"{pn}_{i}", "prismatic", (f"{cn}_{i}", f"{rn}_{i}"), 0.5 * (B + P), axis),
+                   Joint(f"{tn}_{i}", "spherical", (f"{rn}_{i}", platform), P)]
+        springs.append(Spring(f"{sn}_{i}", f"{cn}_{i}", (0.0, 0.0, 0.0), f"{rn}_{i}", (0.0, 0.0, 0.0), k, c, length))
+    return cylinders, rods, joints, springs
+
+
 def hexapod() -> Model:
     """A 6-UPS motion platform (gravity -z), 6 DOF: forces and torques on the platform.
 
@@ -649,31 +690,13 @@ def hexapod() -> Model:
     tones per input (0.3-3.1 Hz), about 3 cm and 3-6 deg; ``low`` 0.5x; ``shape`` four tones
     each, of smaller reach; ``high`` 1.7x.
     """
-    r_base, r_plat, height = 0.5, 0.4, 0.55
-    base_deg = [a + s for a in (0.0, 120.0, 240.0) for s in (-14.0, 14.0)]
-    plat_deg = [a + s for a in (60.0, 180.0, 300.0) for s in (-10.0, 10.0)]
-    # leg i: base point i to the nearer point of the neighbouring platform pair
-    pairs = [(0, 5), (1, 0), (2, 1), (3, 2), (4, 3), (5, 4)]
-
-    def on_circle(radius, deg, z):
-        a = math.radians(deg)
-        return np.array([radius * math.cos(a), radius * math.sin(a), z])
-
-    centre = np.array([0.0, 0.0, height])
-    platform = Body("platform", 16.0, (0.04, -0.015, 0.06), box_inertia(16.0, (0.62, 0.56, 0.08)), centre, np.eye(3))
-    cylinders, rods, joints, springs = [], [], [], []
-    up = (0.0, 0.0, 1.0)
-    for i, (b, p) in enumerate(pairs, start=1):
-        B, P = on_circle(r_base, base_deg[b], 0.0), on_circle(r_plat, plat_deg[p], height)
-        axis = frame(x=P - B, z=up)
-        length = float(np.linalg.norm(P - B))
-        cylinders.append(Body(f"cylinder_{i}", 1.6, (0.16, 0.0, 0.0), box_inertia(1.6, (0.36, 0.07, 0.07)), B, axis))
-        rods.append(Body(f"rod_{i}", 0.75, (-0.2, 0.0, 0.0), box_inertia(0.75, (0.42, 0.035, 0.035)), P, axis))
-        joints += [Joint(f"base_{i}", "universal", ("ground", f"cylinder_{i}"), B, axis),
-                   Joint(f"slide_{i}", "prismatic", (f"cylinder_{i}", f"rod_{i}"), 0.5 * (B + P), axis),
-                   Joint(f"top_{i}", "spherical", (f"rod_{i}", "platform"), P)]
-        springs.append(Spring(f"leg_{i}", f"cylinder_{i}", (0.0, 0.0, 0.0), f"rod_{i}", (0.0, 0.0, 0.0),
-                              1600.0, 24.0, length))
+    height = 0.55
+    platform = Body("platform", 16.0, (0.04, -0.015, 0.06), box_inertia(16.0, (0.62, 0.56, 0.08)),
+                    np.array([0.0, 0.0, height]), np.eye(3))
+    cylinders, rods, joints, springs = ups_legs(
+        ups_points(0.5, (0.0, 120.0, 240.0), 14.0, 0.4, (60.0, 180.0, 300.0), 10.0, height), "platform",
+        ("cylinder", 1.6, (0.16, 0.0, 0.0), (0.36, 0.07, 0.07)), ("rod", 0.75, (-0.2, 0.0, 0.0), (0.42, 0.035, 0.035)),
+        ("leg", 1600.0, 24.0), ("base", "slide", "top"))
 
     def coordinates(origin, rotation):
         p, R = origin[:, 0], rotation[:, 0]

@@ -68,11 +68,6 @@ class Kind:
     def pairs(self, backend: str) -> frozenset:
         return self.backends.get(backend, frozenset())
 
-    def supports(self, target: str, backend: str | None = None) -> bool:
-        if target == "fmu":
-            return bool(self.pairs(backend or DEFAULT_BACKEND))
-        return target not in self.refused
-
 
 _PYTHON_PAIRS = frozenset({(2, "cs")})
 
@@ -130,6 +125,27 @@ def _native_law(model) -> str | None:
     return None
 
 
+#: the activations the generated C and Modelica write (every one mc2fmu.models.mlp registers)
+WRITTEN_ACTIVATIONS = ("tanh", "sigmoid", "softplus")
+
+
+def _native_networks(model) -> str | None:
+    """The native C's networks and step maps: a node model's dynamics network, a local-PCA
+    model's chart encoder, and the decoder and step map of the model or of its chart."""
+    chart = getattr(model, "chart", None) if model.kind != "manifold" else model
+    nets = []
+    if model.kind == "node":
+        nets.append(("node", model.dynamics.net.activation))
+    if model.kind == "local-pca" and chart.encoder is not None:
+        nets.append(("encoder", chart.encoder.activation))
+    nets.append(("decoder", chart.decoder.activation))
+    bad = [f"{where} {act}" for where, act in nets if act not in WRITTEN_ACTIVATIONS]
+    if bad or chart.step_map_name not in ("centred", "paper"):
+        return (f"the native backend supports activations {', '.join(WRITTEN_ACTIVATIONS)} and step maps "
+                f"centred/paper; this model has {', '.join(bad) or chart.step_map_name}")
+    return None
+
+
 def _modelica_law(model) -> str | None:
     """The Modelica export's learned laws: two hidden tanh layers of any width."""
     for law in _learned_laws(model):
@@ -143,7 +159,7 @@ def _modelica_law(model) -> str | None:
 def _activation(model) -> str | None:
     decoder = getattr(model, "decoder", None)
     act = getattr(decoder, "activation", None)
-    if act is not None and act not in ("tanh", "sigmoid", "softplus"):
+    if act is not None and act not in WRITTEN_ACTIVATIONS:
         return f"activation {act} is not written by this target (tanh, sigmoid, softplus are)"
     return None
 
@@ -151,7 +167,7 @@ def _activation(model) -> str | None:
 #: rules on a model's content, by target ("fmu:<backend>" for an FMU backend): each returns why
 #: the model cannot go to that target, or None
 CONTENT_RULES: dict[str, tuple[Callable[[Any], str | None], ...]] = {
-    "fmu:native": (_native_law,),
+    "fmu:native": (_native_networks, _native_law),
     "modelica": (_activation, _modelica_law),
     "casadi": (
         lambda m: "the model has identified terms (--identify), which --format casadi does not carry yet; export an "

@@ -219,37 +219,23 @@ def instantiation_token(model_dir: Path, fmi_version: int, interface: str, mecha
 
 
 def node_model(artifact) -> NodeModel | None:
-    """The artifact's neural-ODE model (None for another kind), if this backend can generate C for it."""
+    """The artifact's neural-ODE model (None for another kind).  What the C is generated for
+    (activations, step maps) is the capability table's rule, checked by export_fmu."""
     model = artifact.model
-    if not isinstance(model, NodeModel):
-        return None
-    if model.dynamics.net.activation not in ACTIVATIONS:
-        raise ExportError(f"{artifact.path}: the native backend supports node activations {', '.join(ACTIVATIONS)}; "
-                          f"this model has {model.dynamics.net.activation}")
-    return model
+    return model if isinstance(model, NodeModel) else None
 
 
 def local_pca_model(artifact) -> LocalPcaModel | None:
-    """The artifact's local-PCA model (None for another kind), if this backend can generate C for it."""
+    """The artifact's local-PCA model (None for another kind)."""
     model = artifact.model
-    if not isinstance(model, LocalPcaModel):
-        return None
-    enc = model.chart.encoder
-    if enc is not None and enc.activation not in ACTIVATIONS:
-        raise ExportError(f"{artifact.path}: the native backend supports encoder activations {', '.join(ACTIVATIONS)}; "
-                          f"this model's chart has {enc.activation}")
-    return model
+    return model if isinstance(model, LocalPcaModel) else None
 
 
 def manifold_model(artifact) -> ManifoldModel:
     """The decoder-manifold model whose decoder (and, for the autoencoder's own models, whose
     dynamics) the C code carries: the artifact's model, or a node or local-PCA model's chart."""
     charted = node_model(artifact) or local_pca_model(artifact)
-    model = charted.chart if charted is not None else require_manifold(artifact)
-    if model.step_map_name not in ("centred", "paper") or model.decoder.activation not in ACTIVATIONS:
-        raise ExportError(f"{artifact.path}: the native backend supports activations {', '.join(ACTIVATIONS)} and "
-                          f"step maps centred/paper; this model has {model.decoder.activation}, {model.step_map_name}")
-    return model
+    return charted.chart if charted is not None else require_manifold(artifact)
 
 
 def render_model_header(artifact, variables, *, token: str, ident: str, interface: str) -> str:
