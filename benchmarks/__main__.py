@@ -53,6 +53,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "modelica": [],
     "scaling": [],
     "unseen_platform": [],
+    "motion_outputs": [],
 }
 
 

@@ -64,6 +64,9 @@ class Kind:
     physical_parameters: bool = False  # its FMUs and Modelica model take the physical parameters
     chart: bool = False  # it runs on an autoencoder's coordinates (its config's --from; else one is trained first)
     seeds: bool = False  # its config's --seeds trains several seeds and keeps the best
+    # the targets ("native", "python", "modelica", "casadi") whose output of its models has the motion
+    # outputs (mc2fmu/models/motion.py: body velocities, angular velocities, kinetic and potential energy)
+    motion: frozenset = frozenset()
 
     def pairs(self, backend: str) -> frozenset:
         return self.backends.get(backend, frozenset())
@@ -75,7 +78,8 @@ _PYTHON_PAIRS = frozenset({(2, "cs")})
 KINDS: dict[str, Kind] = {
     "autoencoder": Kind(
         "autoencoder", "manifold", True, "",
-        {"native": ALL_PAIRS, "python": _PYTHON_PAIRS}, physical_parameters=True, seeds=True),
+        {"native": ALL_PAIRS, "python": _PYTHON_PAIRS}, physical_parameters=True, seeds=True,
+        motion=frozenset({"native", "modelica", "casadi"})),
     "node": Kind(
         "node", "node", True, "",
         {"native": ALL_PAIRS, "python": _PYTHON_PAIRS},
@@ -285,13 +289,14 @@ def support_table() -> list[list[str]]:
     """The docs' table (docs/reducers.md): per reducer, each target's support, as rows of
     text (header first)."""
     header = ["reducer", "model", "continuous", *[f"FMU {b}" for b in BACKENDS], "Modelica", "CasADi", "linearize",
-              "physical parameters"]
+              "physical parameters", "motion outputs"]
     rows = [header]
     for k in KINDS.values():
         fmus = [_pairs_text(k.pairs(b)) if k.pairs(b) else "no" for b in BACKENDS]
         rows.append([k.reducer, k.model, "yes" if k.continuous else "no", *fmus,
                      *["yes" if t not in k.refused else "no" for t in ("modelica", "casadi", "linearize")],
-                     "yes" if k.physical_parameters else "no"])
+                     "yes" if k.physical_parameters else "no",
+                     ", ".join(t for t in ("native", "python", "modelica", "casadi") if t in k.motion) or "no"])
     return rows
 
 
@@ -307,6 +312,8 @@ def support_text(indent: str = "  ") -> str:
             text += "; " + ", ".join(others)
         if k.physical_parameters:
             text += "; with the physical parameters"
+        if k.motion:
+            text += f"; velocities and energies as outputs ({', '.join(sorted(k.motion))})"
         if refused:
             why = f"discrete-time: {k.why_discrete}" if not k.continuous else "not yet written for its model"
             text += f" (not {', '.join(refused)}: {why})"

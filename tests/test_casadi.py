@@ -53,7 +53,7 @@ def test_function_equals_the_model_over_the_envelope(models, tmp_path, capsys, n
     dyn = Dynamics(art.model, art.layout)
     diff, scale, worst_y = 0.0, 1.0, 0.0
     for p in sample_points(art.envelope, art.model, 16, seed=3):
-        qdd, origins = fn(p["q"][0], p["qd"][0], p["u"][0])
+        qdd, origins, _ = fn(p["q"][0], p["qd"][0], p["u"][0])
         ref = art.model.acceleration(p["q"], p["qd"], p["u"])[0]
         diff, scale = max(diff, np.abs(np.array(qdd).ravel() - ref).max()), max(scale, np.abs(ref).max())
         ref_y = dyn.origins(p["q"])[0]
@@ -76,7 +76,7 @@ def test_casadi_derivatives_equal_the_linearization(models, tmp_path):
     lin = linearize(models["two_bar"], u=u0)
     m = len(lin.q)
     q, qd, u = ca.SX.sym("q", m), ca.SX.sym("qd", m), ca.SX.sym("u", len(u0))
-    qdd, origins = fn(q, qd, u)
+    qdd, origins, _ = fn(q, qd, u)
     jac = ca.Function("j", [q, qd, u], [ca.jacobian(qdd, ca.vertcat(q, qd, u)), ca.jacobian(origins, q)])
     F, Y = (np.array(a) for a in jac(lin.q, lin.qd, lin.u))
     exact = np.concatenate([lin.A[m:], lin.B[m:]], 1)

@@ -74,7 +74,11 @@ def test_every_variant_of_every_mechanism_validates(native, trained, name):
         extras = names[len(contract):]
         me = [f"der(q[{i}])" for i in range(1, dof + 1)] + [f"der(qd[{i}])" for i in range(1, dof + 1)]
         physics = [v.name for v in fmu_variables(load_artifact(trained(name)[0]), physics=True)][len(contract):]
-        assert extras == (me if interface != "cs" else []) + (["time"] if fmi == 3 else []) + physics
+        # the motion outputs last: per body (file order) its velocity and angular velocity, then the energies
+        bodies = [b.name for b in load_artifact(trained(name)[0]).mechanism.bodies]
+        motion = [f"{b}.{c}" for b in bodies for c in ("vx", "vy", "vz", "wx", "wy", "wz")] + \
+            ["kinetic_energy", "potential_energy"]
+        assert extras == (me if interface != "cs" else []) + (["time"] if fmi == 3 else []) + physics + motion
         if interface != "cs":
             states = sorted(d.variable.derivative.name for d in md.derivatives)
             assert states == sorted([f"q[{i}]" for i in range(1, dof + 1)] + [f"qd[{i}]" for i in range(1, dof + 1)])
@@ -637,19 +641,25 @@ def test_an_input_set_after_initialisation_drives_the_first_step(native, trained
 
 
 def _reference_unknowns(art, torch_model, q, qd, u) -> np.ndarray:
-    """The FMU's unknowns (outputs, der(q), der(qd)) in its order, from the Python side: poses
-    from numpy's decoder and rotations, the acceleration from torch, the envelope's distance."""
+    """The FMU's unknowns (outputs, der(q), der(qd), the motion outputs) in its order, from the
+    Python side: poses from numpy's decoder and rotations, the acceleration from torch, the
+    envelope's distance, the motion outputs from numpy's decoder and mc2fmu.models.motion."""
     import torch
 
     from mc2fmu.mechanics.natural import poses_from_nc
     from mc2fmu.mechanics.rotations import matrix_to_quaternion
+    from mc2fmu.mechanics.variants import parameter_vector
+    from mc2fmu.models import motion
 
     origin, rotation = poses_from_nc(art.layout, art.model.decode(q[None]))
     pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
     with torch.no_grad():
         acc = torch_model.acceleration(*(torch.as_tensor(a[None]) for a in (q, qd, u)))[0].numpy()
     env = art.envelope.distance(q[None], qd[None], u[None])[0]
-    return np.concatenate([pose, q, qd, [env], qd, acc])
+    x, J, _ = art.model.decode_jh(q[None])
+    geometry = motion.MotionGeometry.of(art.layout, art.model.springs.D, art.model.springs.e)
+    moving = motion.evaluate(geometry, x, J[0] @ qd, parameter_vector(art.mechanism))[0]
+    return np.concatenate([pose, q, qd, [env], qd, acc, moving])
 
 
 def _finite_difference_jacobian(f, z: np.ndarray, h: float = 1e-4) -> np.ndarray:

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"toolchain or emulator mi
 #: outputs compared on the scale of their kind: a fixed pivot's position (1e-8 m of drift) is
 #: compared with the mechanism's largest position, not with itself
 KINDS = {"x": "position", "y": "position", "z": "position", "qw": "rotation", "qx": "rotation", "qy": "rotation",
-         "qz": "rotation"}
+         "qz": "rotation", "vx": "velocity", "vy": "velocity", "vz": "velocity", "wx": "angular velocity",
+         "wy": "angular velocity", "wz": "angular velocity"}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,8 @@ def test_every_platform_runs_like_linux_x86_64(every_platform, hosts, tmp_path, 
     """FMI 2 and 3, co-simulation (doStep) and model exchange (RK4 through the derivatives):
     the Windows DLL under wine and the aarch64 library under qemu-user, each in its own
     platform's host, give the Linux x86-64 outputs over 10 s to 1e-10 of each quantity's
-    largest value (positions, quaternions, q, qd), with a torque that moves the mechanism."""
+    largest value (positions, quaternions, q, qd, velocities, angular velocities, each energy), with
+    a torque that moves the mechanism."""
     from fmpy import read_model_description
 
     fmu, summary = every_platform(name, fmi)

@@ -3,13 +3,17 @@
 The function is built from the model's weights in CasADi's SX graph, so CasADi's own AD
 gives every derivative an MPC or estimation toolchain (do-mpc, acados, rockit, Opti) asks for:
 
-    model(q, qd, u) -> (qdd, origins)
+    model(q, qd, u) -> (qdd, origins, motion)
 
 ``qdd`` is the reduced ODE's right-hand side (the decoder ``x(q)``, ``J = dx/dq`` and
 ``(dJ/dq qd) qd`` by CasADi's AD, then ``M_m qdd = J^T (f(x, u) - M (dJ/dq qd) qd) + J^T f_spring``,
 as :mod:`mc2fmu.models.manifold`), and ``origins`` every body's origin (x, y, z, global frame,
 m; ``r0 - R com`` with ``R``'s columns ``(r_k - r0) / L`` of the decoded points, as
-``mc2fmu linearize``).  Load it with ``casadi.Function.load("MODEL.casadi")``.  CasADi is an
+``mc2fmu linearize``), and ``motion`` the motion outputs of :mod:`mc2fmu.models.motion` (each
+body's origin velocity and angular velocity, global frame, then the kinetic and the potential
+energy, at the exported mechanism's physical parameters; the FMUs' ``<body>.vx ... wz``,
+``kinetic_energy``, ``potential_energy``), from the same description the native FMU's C is
+printed from, evaluated on CasADi's symbols with ``xd = J qd``.  Load it with ``casadi.Function.load("MODEL.casadi")``.  CasADi is an
 optional extra (``pip install casadi``).
 
 Not carried yet: learned spring laws (``law = "recorded"``) and identified terms
@@ -27,6 +31,8 @@ import numpy as np
 from ..capabilities import require
 from ..errors import ExportError
 from ..files import atomic_output
+from ..mechanics.variants import parameter_vector
+from ..models.motion import MotionGeometry, motion_outputs
 
 
 def _casadi():
@@ -87,7 +93,13 @@ def casadi_model(art) -> Any:
         p = [x[bl.offset + 3 * j: bl.offset + 3 * j + 3] for j in range(4)]
         R = ca.horzcat(*[(p[j] - p[0]) / bl.length for j in (1, 2, 3)])
         origins.append(p[0] - ca.mtimes(R, ca.DM(np.asarray(bl.com, dtype=np.float64))))
-    return ca.Function("model", [q, qd, u], [qdd, ca.vertcat(*origins)], ["q", "qd", "u"], ["qdd", "origins"])
+    n_x = art.layout.size
+    xd = ca.mtimes(J, qd)
+    geometry = MotionGeometry.of(art.layout, s.D, s.e)
+    moving = motion_outputs(geometry, [x[i] for i in range(n_x)], [xd[i] for i in range(n_x)],
+                            [float(t) for t in parameter_vector(art.mechanism)])
+    return ca.Function("model", [q, qd, u], [qdd, ca.vertcat(*origins), ca.vertcat(*moving)], ["q", "qd", "u"],
+                       ["qdd", "origins", "motion"])
 
 
 def export_casadi(model_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from xml.etree.ElementTree import Element, SubElement, tostring
 from xml.dom.minidom import parseString
 
 from ..mechanics.variants import physical_parameters
+from ..models.motion import output_names
 
 #: unit name -> SI base-unit exponents (FMI 2 ``BaseUnit`` attributes)
 UNITS: dict[str, dict[str, int]] = {
@@ -50,6 +51,7 @@ UNITS: dict[str, dict[str, int]] = {
     "kg.m2": {"kg": 1, "m": 2},
     "N/m": {"kg": 1, "s": -2},
     "N.s/m": {"kg": 1, "s": -1},
+    "J": {"kg": 1, "m": 2, "s": -2},
 }
 
 
@@ -62,7 +64,7 @@ class Variable:
     unit: str
     description: str
     start: float | None  # None for calculated outputs
-    role: str  # input | pose | q | qd | envelope | q_start | qd_start | der_q | der_qd | time | physics
+    role: str  # input | pose | q | qd | envelope | q_start | qd_start | der_q | der_qd | time | physics | motion
     index: int  # position within its role (input channel, body*7+component, coordinate, physics slot)
     derivative: int | None = None  # a state derivative: the position of its state in the list
 
@@ -96,7 +98,7 @@ def _coordinate_label(artifact, i: int) -> str:
 
 
 def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: bool = False,
-                  physics: bool = False) -> list[Variable]:
+                  physics: bool = False, motion: bool = False) -> list[Variable]:
     """The FMU's variables in value-reference order.
 
     Without options: the contract (every backend, FMI 2 co-simulation).  ``model_exchange``
@@ -104,7 +106,9 @@ def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: b
     ``physics`` (decoder-manifold models; the python backend when the model's graphs take the
     physics as inputs) then appends the physical
     parameters of :func:`mc2fmu.mechanics.variants.physical_parameters`, started at the
-    artifact's mechanism's values.
+    artifact's mechanism's values; ``motion`` last appends the motion outputs of
+    :mod:`mc2fmu.models.motion` (each body's velocity and angular velocity, the kinetic and the
+    potential energy).
     """
     mech = artifact.mechanism
     init = artifact.initial_state
@@ -152,6 +156,9 @@ def fmu_variables(artifact, *, model_exchange: bool = False, independent_time: b
         for p in physical_parameters(mech, learned_damping(artifact)):
             out.append(Variable(p.name, "parameter", "fixed", "exact", p.unit, p.description, float(p.value),
                                 "physics", p.slot))
+    if motion:
+        for k, (name, unit, desc) in enumerate(output_names([b.name for b in mech.bodies])):
+            out.append(Variable(name, "output", "continuous", "calculated", unit, desc, None, "motion", k))
     return out
 
 
@@ -180,6 +187,8 @@ def me_dependencies(variables: list[Variable]) -> dict[int, tuple[list[int], str
             deps[k] = ([pos[f"qd[{v.index + 1}]"]], "constant")
         elif v.role == "pose":
             deps[k] = (qs, "dependent")
+        elif v.role == "motion":
+            deps[k] = (qs + qds, "dependent")
         elif v.role in ("der_qd", "envelope"):
             deps[k] = (qs + qds + inputs, "dependent")
     return deps

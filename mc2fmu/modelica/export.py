@@ -42,7 +42,10 @@ from ..capabilities import require
 from ..errors import ExportError
 from ..files import atomic_output
 from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
+from ..mechanics.variants import parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD
+from ..models.expr import emit_modelica
+from ..models.motion import MotionGeometry, output_names, traced as motion_traced
 
 #: Newton iterations of the polar factor R <- (R + R^-T) / 2: quadratic convergence from the
 #: decoded points' rigidity error (~1e-4) reaches rounding in 3; 5 leave a margin
@@ -277,6 +280,7 @@ def modelica_source(art, name: str) -> str:
 
     # ---------------------------------------------------------------- outputs
     _poses(src, bodies, layout)
+    _motion(src, art, model)
     _envelope(src, art, inputs)
     src.eq(f"assert(envelope <= {_num(LEAVE_THRESHOLD)}, \"{name}: the reduced model has left the envelope it was "
            "trained in (q, qd or an input outside the training range); its results are extrapolation\", "
@@ -540,6 +544,43 @@ def _poses(src: _Source, bodies, layout) -> None:
         norm = f"sqrt({P}_qraw[1]^2 + {P}_qraw[2]^2 + {P}_qraw[3]^2 + {P}_qraw[4]^2)"
         for comp, name in enumerate(("qw", "qx", "qy", "qz")):
             src.eq(f"{b.name}_{name} = {P}_qsign * {P}_qraw[{comp + 1}] * {norm}^(-1);")
+
+
+def _theta_leaf(mech):
+    """``leaf("theta", k)``: the Modelica parameter of the physical parameter vector's slot
+    ``k`` (:func:`mc2fmu.mechanics.variants.parameter_vector`'s order; the off-diagonal inertia
+    of a body given principal moments is 0)."""
+    names: list[str] = []
+    for b in mech.bodies:
+        names += [f"{b.name}_mass"] + [f"{b.name}_com[{i + 1}]" for i in range(3)]
+        principal = principal_inertia(b)
+        names += [f"{b.name}_inertia[{i + 1}]" for i in range(3)]
+        names += ["0.0"] * 3 if principal else [f"{b.name}_inertia[{i + 4}]" for i in range(3)]
+    names += [f"gravity[{a + 1}]" for a in range(3)]
+    for sp in mech.springs:  # a recorded spring's damping is no parameter; the motion outputs do not read it
+        names += [f"{sp.name}_stiffness", f"{sp.name}_damping", f"{sp.name}_length"]
+
+    def leaf(name: str, i: int) -> str:
+        return {"x": lambda: f"x[{i + 1}]", "xd": lambda: f"xd[{i + 1}]", "theta": lambda: names[i]}[name]()
+
+    return leaf
+
+
+def _motion(src: _Source, art, model) -> None:
+    """The motion outputs (``<body>_vx`` ... ``_wz``, ``kinetic_energy``, ``potential_energy``),
+    printed from :func:`mc2fmu.models.motion.motion_outputs` with the decoder's ``xd = J qd``."""
+    mech, layout = art.mechanism, art.layout
+    n_x = layout.size
+    geometry = MotionGeometry.of(layout, model.springs.D, model.springs.e)
+    graph = motion_traced(geometry, n_x, len(parameter_vector(mech)))
+    temps, lines = emit_modelica(graph, _theta_leaf(mech), "mc2fmu_m")
+    for t in temps:
+        src.var(f"Real {t}", "a shared term of the motion outputs")
+    names = output_names([b.name for b in mech.bodies])
+    for name, unit, desc in names:
+        src.var(f'output Real {name.replace(".", "_")}(unit="{unit}")', desc, protected=False)
+    src.eq(*lines[:len(temps)])
+    src.eq(*[f"{name.replace('.', '_')} = {e};" for (name, _, _), e in zip(names, lines[len(temps):])])
 
 
 def _envelope(src: _Source, art, inputs: list[str]) -> None:

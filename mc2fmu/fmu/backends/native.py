@@ -67,7 +67,9 @@ from ...models.artifact import MASS_CHECKS, mass_check_configurations
 from ...models.charted import LocalPcaModel, NodeModel
 from ...models.envelope import LEAVE_THRESHOLD, sample_points
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
+from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
+from ...models.motion import MotionGeometry, traced as motion_traced
 from ...models.spring_laws import HIDDEN as LAW_HIDDEN
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
@@ -89,7 +91,7 @@ ACTIVATIONS = {"tanh": 0, "sigmoid": 1, "softplus": 2}
 ROLES = {"input": "MC2FMU_ROLE_INPUT", "pose": "MC2FMU_ROLE_POSE", "q": "MC2FMU_ROLE_Q", "qd": "MC2FMU_ROLE_QD",
          "envelope": "MC2FMU_ROLE_ENVELOPE", "q_start": "MC2FMU_ROLE_Q_START", "qd_start": "MC2FMU_ROLE_QD_START",
          "der_q": "MC2FMU_ROLE_DER_Q", "der_qd": "MC2FMU_ROLE_DER_QD", "time": "MC2FMU_ROLE_TIME",
-         "physics": "MC2FMU_ROLE_PHYSICS"}
+         "physics": "MC2FMU_ROLE_PHYSICS", "motion": "MC2FMU_ROLE_MOTION"}
 
 
 def fmi_headers() -> Path:
@@ -288,6 +290,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_NQ": m, "MC2FMU_NX": n_x, "MC2FMU_NU": n_u, "MC2FMU_NB": len(bodies), "MC2FMU_NL": n_layers,
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_NK": len(G_h), "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
         "MC2FMU_NT": n_t, "MC2FMU_NPHYS": len(parameter_vector(artifact.mechanism)),
+        "MC2FMU_NMOTION": sum(v.role == "motion" for v in variables),
         "MC2FMU_BODY_SLOTS": BODY_SLOTS, "MC2FMU_NCHECK": MASS_CHECKS, "MC2FMU_MASS_RANK_TOL": _c_double(MASS_RANK_TOL),
         "MC2FMU_INERTIA_RTOL": _c_double(mechanism_limits.INERTIA_RTOL),
         "MC2FMU_MIN_MASS": _c_double(mechanism_limits.MIN_MASS), "MC2FMU_MAX_MASS": _c_double(mechanism_limits.MAX_MASS),
@@ -443,6 +446,22 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         defines="\n".join(f"#define {k} {v}" for k, v in defines.items()), arrays="\n\n".join(arrays))
 
 
+def render_motion(artifact, variables) -> str:
+    """``mc2fmu_motion.h``: the motion outputs' C, printed from :func:`mc2fmu.models.motion.motion_outputs`
+    (an empty stub when the FMU has none)."""
+    head = ("/* mc2fmu_motion.h: the motion outputs of the mc2fmu model '{name}' (body velocities, angular "
+            "velocities,\n   kinetic and potential energy), printed by mc2fmu {version} from "
+            "mc2fmu/models/motion.py; do not edit.\n   Included by mc2fmu_dynamics.h for each scalar type "
+            "(mc2fmu_real) when MC2FMU_NMOTION > 0. */\n").format(name=artifact.mechanism.name, version=__version__)
+    if not any(v.role == "motion" for v in variables):
+        return head
+    model = manifold_model(artifact)
+    geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
+    outs = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
+    return (head + "MC2FMU_STATIC void MC2FMU_(motion)(const mc2fmu_real *x, const mc2fmu_real *xd, const double *theta, "
+            "mc2fmu_real *out) {\n" + emit_c(outs) + "\n}\n")
+
+
 # ------------------------------------------------------------------ building
 
 
@@ -452,10 +471,11 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "mc2fmu_model.h").write_text(render_model_header(artifact, variables, token=token, ident=ident,
                                                                interface=interface))
+    (folder / "mc2fmu_motion.h").write_text(render_motion(artifact, variables))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
-    return [names[0], "mc2fmu_model.h", *names[1:]]
+    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:
@@ -795,8 +815,9 @@ def export_native(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     :func:`mc2fmu.fmu.platforms.resolve` (default: every platform with a toolchain here)."""
     me, cs = interface in ("me", "both"), interface in ("cs", "both")
     manifold_model(artifact)
+    kind = capability(artifact.reducer)
     variables = fmu_variables(artifact, model_exchange=me, independent_time=fmi_version == 3,
-                              physics=capability(artifact.reducer).physical_parameters)
+                              physics=kind.physical_parameters, motion="native" in kind.motion)
     ident = model_identifier(artifact.mechanism.name)
     token = instantiation_token(model_dir, fmi_version, interface, artifact.mechanism)
     sources = work / "sources"

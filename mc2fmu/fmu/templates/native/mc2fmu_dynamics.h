@@ -734,6 +734,31 @@ MC2FMU_STATIC void MC2FMU_(poses)(const mc2fmu_real *x, mc2fmu_real *pose) {
     }
 }
 
+#if MC2FMU_NMOTION > 0
+/* ------------------------------------------------------------------ the motion outputs
+
+   Each body's velocity and angular velocity and the two energies, of x, xd and the physical
+   parameters: printed into mc2fmu_motion.h from mc2fmu/models/motion.py (the text every target
+   computes them from), as MC2FMU_(motion)(x, xd, theta, out). */
+#include "mc2fmu_motion.h"
+
+/* the motion outputs at (q, qd): x and xd = J qd from the network's value and Jacobian rows
+   (A, B: the network's scratch; x, xd: NX scratch each) */
+MC2FMU_STATIC void MC2FMU_(motion_at)(const mc2fmu_real *q, const mc2fmu_real *qd, const double *theta,
+                                     MC2FMU_(rows) A, MC2FMU_(rows) B, mc2fmu_real *x, mc2fmu_real *xd,
+                                     mc2fmu_real *out) {
+    MC2FMU_(rows) y = MC2FMU_(network)(q, A, B, MC2FMU_P);
+    int n, i;
+    for (n = 0; n < MC2FMU_NX; n++) {
+        mc2fmu_real s = 0.0;
+        for (i = 0; i < MC2FMU_NQ; i++) s += y[1 + i][n] * qd[i];
+        x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
+        xd[n] = mc2fmu_x_scale[n] * s;
+    }
+    MC2FMU_(motion)(x, xd, theta, out);
+}
+#endif
+
 #undef mc2fmu_real
 #undef MC2FMU_
 #undef MC2FMU_STATIC

@@ -56,7 +56,7 @@ __asm__(".symver log, log@" MC2FMU_GLIBC_BASE);
 
 enum { MC2FMU_ROLE_INPUT, MC2FMU_ROLE_POSE, MC2FMU_ROLE_Q, MC2FMU_ROLE_QD, MC2FMU_ROLE_ENVELOPE,
        MC2FMU_ROLE_Q_START, MC2FMU_ROLE_QD_START, MC2FMU_ROLE_DER_Q, MC2FMU_ROLE_DER_QD, MC2FMU_ROLE_TIME,
-       MC2FMU_ROLE_PHYSICS };
+       MC2FMU_ROLE_PHYSICS, MC2FMU_ROLE_MOTION };
 
 typedef struct {
     const char *name;
@@ -67,6 +67,9 @@ typedef struct {
 
 #include "mc2fmu_model.h"
 
+#ifndef MC2FMU_NMOTION
+#define MC2FMU_NMOTION 0 /* the motion outputs (mc2fmu/models/motion.py): velocities, energies */
+#endif
 #ifndef MC2FMU_NODE
 #define MC2FMU_NODE 0 /* 1: the dynamics are the node reducer's neural ODE, the decoder gives the poses */
 #endif
@@ -449,6 +452,16 @@ struct mc2fmu_core {
 #if MC2FMU_HAS_DIRECTIONAL
     mc2fmu_cs_terms Tc;                 /* the complex-step twin of T (directional derivatives) */
 #endif
+    int motion_valid;
+#if MC2FMU_NMOTION > 0
+    double motion[MC2FMU_NMOTION];      /* the motion outputs at the current state, if motion_valid */
+    double mx[MC2FMU_NX], mxd[MC2FMU_NX];
+    mc2fmu_layer_buf mA, mB;            /* the network's scratch for them */
+#if MC2FMU_HAS_DIRECTIONAL
+    double _Complex cmx[MC2FMU_NX], cmxd[MC2FMU_NX];
+    mc2fmu_cs_layer_buf cmA, cmB;
+#endif
+#endif
 };
 
 /* the log categories of modelDescription.xml (mc2fmu/fmu/common.py), as bits */
@@ -585,6 +598,7 @@ static void mc2fmu_reset(mc2fmu_core *c) {
     memcpy(c->s.phys, mc2fmu_phys_start, sizeof c->s.phys);
     c->s.phase = MC2FMU_INSTANTIATED;
     c->pose_valid = 0;
+    c->motion_valid = 0;
     mc2fmu_physics_update(c);
 }
 
@@ -824,6 +838,7 @@ static void mc2fmu_outputs(mc2fmu_core *c, double t) {
     }
 #endif
     c->pose_valid = 0;
+    c->motion_valid = 0;
     c->s.envelope = mc2fmu_envelope_distance(c->s.q_out, c->s.qd_out, c->s.u);
 #if MC2FMU_LPCA /* and the active cluster's extent */
     c->s.envelope = fmax(c->s.envelope, mc2fmu_lpca_extent(c->s.rom.cluster, c->s.x_out));
@@ -868,6 +883,7 @@ static int mc2fmu_enter_initialization(mc2fmu_core *c, const char *fn, int has_s
     if (has_start ? mc2fmu_setup(c, fn, start_time) : mc2fmu_begin(c, MC2FMU_CALL_SETUP, fn)) return MC2FMU_ERROR;
     c->s.phase = MC2FMU_INITIALIZATION;
     c->pose_valid = 0;
+    c->motion_valid = 0;
     return MC2FMU_OK;
 }
 
@@ -938,6 +954,7 @@ static int mc2fmu_exit_initialization(mc2fmu_core *c, const char *fn) {
         return MC2FMU_ERROR;
     c->s.time = c->s.t0;
     c->pose_valid = 0;
+    c->motion_valid = 0;
     if (c->interface == MC2FMU_ME) {
         double a[MC2FMU_NQ];
         for (i = 0; i < MC2FMU_NQ; i++) {
@@ -1130,6 +1147,7 @@ static int mc2fmu_set_states(mc2fmu_core *c, const char *fn, const double *x, si
         }
     memcpy(c->s.xs, x, sizeof c->s.xs);
     c->pose_valid = 0;
+    c->motion_valid = 0;
     return MC2FMU_OK;
 }
 
@@ -1245,6 +1263,16 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
         }
         *value = c->pose[var->index];
         break;
+#if MC2FMU_NMOTION > 0
+    case MC2FMU_ROLE_MOTION:
+        if (mc2fmu_physics_ready(c, var->name)) return MC2FMU_ERROR;
+        if (!c->motion_valid) {
+            mc2fmu_motion_at(mc2fmu_cur_q(c), mc2fmu_cur_qd(c), c->s.phys, c->mA, c->mB, c->mx, c->mxd, c->motion);
+            c->motion_valid = 1;
+        }
+        *value = c->motion[var->index];
+        break;
+#endif
     case MC2FMU_ROLE_DER_QD: {
         double qdd[MC2FMU_NQ];
         if (mc2fmu_physics_ready(c, var->name)) return MC2FMU_ERROR;
@@ -1309,8 +1337,11 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
     double dq[MC2FMU_NQ] = {0}, dqd[MC2FMU_NQ] = {0}, du[MC2FMU_NU1] = {0}, scale = 0.0;
     double _Complex qc[MC2FMU_NQ], qdc[MC2FMU_NQ], uc[MC2FMU_NU1], ac[MC2FMU_NQ];
     double acc[MC2FMU_NQ] = {0}, pose[7 * MC2FMU_NB];
+#if MC2FMU_NMOTION > 0
+    double motion[MC2FMU_NMOTION];
+#endif
     const double *q = mc2fmu_cur_q(c), *qd = mc2fmu_cur_qd(c);
-    int need_acc = 0, need_pose = 0, i;
+    int need_acc = 0, need_pose = 0, need_motion = 0, i;
     if (c->interface != MC2FMU_ME)
         return mc2fmu_fail(c, "getDirectionalDerivative is provided in model exchange only (in co-simulation the "
                               "outputs do not depend on the inputs directly)");
@@ -1338,6 +1369,7 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
         switch (var->role) {
         case MC2FMU_ROLE_DER_QD: need_acc = 1; break;
         case MC2FMU_ROLE_POSE: need_pose = 1; break;
+        case MC2FMU_ROLE_MOTION: need_motion = 1; break;
         case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: case MC2FMU_ROLE_ENVELOPE: break;
         default:
             snprintf(msg, sizeof msg, "getDirectionalDerivative: %s is not an unknown (the unknowns are the state "
@@ -1346,7 +1378,12 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
         }
     }
     for (i = 0; i < 7 * MC2FMU_NB; i++) pose[i] = 0.0;
-    if (scale > 0.0 && (need_acc || need_pose)) {
+#if MC2FMU_NMOTION > 0
+    for (i = 0; i < MC2FMU_NMOTION; i++) motion[i] = 0.0;
+#else
+    (void)need_motion;
+#endif
+    if (scale > 0.0 && (need_acc || need_pose || need_motion)) {
         const double h = MC2FMU_CS_H / scale; /* the seed scaled to unit max-norm, stepped by MC2FMU_CS_H */
         for (i = 0; i < MC2FMU_NQ; i++) {
             qc[i] = q[i] + h * dq[i] * _Complex_I;
@@ -1369,6 +1406,13 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
             mc2fmu_cs_poses(xc, pc);
             for (i = 0; i < 7 * MC2FMU_NB; i++) pose[i] = cimag(pc[i]) / h;
         }
+#if MC2FMU_NMOTION > 0
+        if (need_motion) {
+            double _Complex mc[MC2FMU_NMOTION];
+            mc2fmu_cs_motion_at(qc, qdc, c->s.phys, c->cmA, c->cmB, c->cmx, c->cmxd, mc);
+            for (i = 0; i < MC2FMU_NMOTION; i++) motion[i] = cimag(mc[i]) / h;
+        }
+#endif
     }
     for (k = 0; k < n_unknown; k++) {
         const mc2fmu_variable *var = mc2fmu_variable_at(c, unknowns[k]); /* checked above: never NULL */
@@ -1377,6 +1421,9 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
         case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: sens[k] = dqd[var->index]; break;
         case MC2FMU_ROLE_DER_QD: sens[k] = acc[var->index]; break;
         case MC2FMU_ROLE_POSE: sens[k] = pose[var->index]; break;
+#if MC2FMU_NMOTION > 0
+        case MC2FMU_ROLE_MOTION: sens[k] = motion[var->index]; break;
+#endif
         default: sens[k] = mc2fmu_envelope_slope(q, qd, c->s.u, dq, dqd, du); break;
         }
         if (!isfinite(sens[k])) {
@@ -1452,6 +1499,7 @@ static int mc2fmu_set_real(mc2fmu_core *c, unsigned vr, double value) {
         return mc2fmu_fail(c, msg);
     }
     c->pose_valid = 0;
+    c->motion_valid = 0;
     return MC2FMU_OK;
 }
 
@@ -1651,6 +1699,7 @@ static int mc2fmu_set_fmu_state(mc2fmu_core *c, const char *fn, const void *stat
     if (!(link = mc2fmu_find_saved(c, state))) return mc2fmu_unknown_state(c, fn);
     memcpy(&c->s, &(*link)->s, sizeof c->s);
     c->pose_valid = 0;
+    c->motion_valid = 0;
     mc2fmu_physics_update(c);
     if (mc2fmu_running(c) && !c->ph_ok) return mc2fmu_physics_ready(c, fn);
     return MC2FMU_OK;

@@ -1,0 +1,264 @@
+"""A small scalar expression graph: maths written once in Python, evaluated on numbers or
+traced into a graph that is printed as C or Modelica.
+
+A description written with Python's arithmetic operators and :func:`sqrt` runs unchanged on
+
+* floats or numpy arrays (one value per sample: the run-time model, ``simulate``);
+* CasADi symbols (``SX``), whose own graph CasADi differentiates;
+* :class:`Expr` leaves (:func:`inputs`): the operations are recorded, and :func:`emit_c` and
+  :func:`emit_modelica` print them as straight-line code.
+
+Equal subexpressions are one node (hash-consing), constants fold, and ``0 * a``, ``1 * a``,
+``0 + a`` simplify, so a description may loop over sparse constant matrices without care.
+The C is written for the scalar type ``mc2fmu_real`` and the square root ``MC2FMU_SQRT`` of
+the native FMU's dynamics header, which includes it once for ``double`` and once for
+``double _Complex`` (the directional derivatives by the complex step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+_TABLE: dict[tuple, "Expr"] = {}
+
+
+class Expr:
+    """One node: ``op`` is ``const`` (``value`` a float), ``in`` (``value`` = (array name,
+    index)), ``+``, ``-``, ``*``, ``/``, ``neg`` or ``sqrt``."""
+
+    __slots__ = ("op", "args", "value")
+
+    def __new__(cls, op: str, args: tuple = (), value=None):
+        key = (op, tuple(id(a) for a in args), value)
+        node = _TABLE.get(key)
+        if node is None:
+            node = super().__new__(cls)
+            node.op, node.args, node.value = op, args, value
+            _TABLE[key] = node
+        return node
+
+    # ---------------------------------------------------------------- arithmetic
+
+    @staticmethod
+    def wrap(a) -> "Expr":
+        if isinstance(a, Expr):
+            return a
+        if isinstance(a, (int, float, np.floating, np.integer)) and not isinstance(a, bool):
+            v = float(a)
+            if not math.isfinite(v):
+                raise ValueError(f"an expression constant must be finite, not {v!r}")
+            return Expr("const", (), v + 0.0)  # -0.0 and 0.0 are one node
+        raise TypeError(f"cannot combine an expression with {type(a).__name__}")
+
+    def is_const(self, v: float | None = None) -> bool:
+        return self.op == "const" and (v is None or self.value == v)
+
+    def __add__(self, other):
+        a, b = self, Expr.wrap(other)
+        if a.is_const() and b.is_const():
+            return Expr.wrap(a.value + b.value)
+        if a.is_const(0.0):
+            return b
+        if b.is_const(0.0):
+            return a
+        return Expr("+", (a, b))
+
+    def __radd__(self, other):
+        return Expr.wrap(other) + self
+
+    def __sub__(self, other):
+        a, b = self, Expr.wrap(other)
+        if a.is_const() and b.is_const():
+            return Expr.wrap(a.value - b.value)
+        if b.is_const(0.0):
+            return a
+        if a.is_const(0.0):
+            return -b
+        return Expr("-", (a, b))
+
+    def __rsub__(self, other):
+        return Expr.wrap(other) - self
+
+    def __mul__(self, other):
+        a, b = self, Expr.wrap(other)
+        if a.is_const() and b.is_const():
+            return Expr.wrap(a.value * b.value)
+        if a.is_const(0.0) or b.is_const(0.0):
+            return Expr.wrap(0.0)
+        if a.is_const(1.0):
+            return b
+        if b.is_const(1.0):
+            return a
+        if a.is_const(-1.0):
+            return -b
+        if b.is_const(-1.0):
+            return -a
+        return Expr("*", (a, b))
+
+    def __rmul__(self, other):
+        return Expr.wrap(other) * self
+
+    def __truediv__(self, other):
+        a, b = self, Expr.wrap(other)
+        if b.is_const(0.0):
+            raise ZeroDivisionError("an expression divided by the constant 0")
+        if a.is_const() and b.is_const():
+            return Expr.wrap(a.value / b.value)
+        if b.is_const(1.0):
+            return a
+        if a.is_const(0.0):
+            return a
+        return Expr("/", (a, b))
+
+    def __rtruediv__(self, other):
+        return Expr.wrap(other) / self
+
+    def __neg__(self):
+        if self.is_const():
+            return Expr.wrap(-self.value)
+        if self.op == "neg":
+            return self.args[0]
+        return Expr("neg", (self,))
+
+    def __repr__(self) -> str:
+        return f"Expr({self.op!r}, value={self.value!r}, {len(self.args)} args)"
+
+
+def sqrt(a):
+    """The square root of a number, an array, a CasADi symbol or an expression."""
+    if isinstance(a, Expr):
+        if a.is_const():
+            return Expr.wrap(math.sqrt(a.value))
+        return Expr("sqrt", (a,))
+    if isinstance(a, (int, float, np.ndarray, np.floating)):
+        return np.sqrt(a)
+    if type(a).__module__.split(".")[0] == "casadi":
+        import casadi
+
+        return casadi.sqrt(a)
+    return a.sqrt()  # a torch tensor
+
+
+def clear() -> None:
+    """Forget the table of nodes (memory; nodes made before and after are then never shared,
+    which costs only sharing).  The table holds every node it returned, so a key's argument
+    identities stay valid while it is in it."""
+    _TABLE.clear()
+
+
+def inputs(name: str, n: int) -> list[Expr]:
+    """``n`` leaves ``name[0]``, ..., ``name[n-1]``."""
+    return [Expr("in", (), (name, i)) for i in range(n)]
+
+
+# ------------------------------------------------------------------ printing
+
+
+def _order(outputs: Sequence[Expr]) -> list[Expr]:
+    """The nodes the outputs read, each after its arguments (iterative depth-first)."""
+    seen: set[int] = set()
+    order: list[Expr] = []
+    for root in outputs:
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if id(node) in seen:
+                continue
+            if done or not node.args:
+                seen.add(id(node))
+                order.append(node)
+                continue
+            stack.append((node, True))
+            for a in reversed(node.args):
+                if id(a) not in seen:
+                    stack.append((a, False))
+    return order
+
+
+def _const(v: float) -> str:
+    text = repr(float(v))
+    return text if ("." in text or "e" in text or "n" in text) else text + ".0"
+
+
+_C_BINARY = {"+": "+", "-": "-", "*": "*", "/": "/"}
+
+
+def _print(outputs: Sequence[Expr], leaf, temp, sqrt_name: str,
+           divide=lambda a, b: f"({a} / {b})") -> tuple[list[tuple[str, str]], list[str]]:
+    """``(assignments, results)``: each interior node read more than once or by an output as
+    a temporary ``(name, expression)``, in order, and each output's expression."""
+    order = _order(outputs)
+    uses: dict[int, int] = {}
+    for node in order:
+        for a in node.args:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    for node in outputs:
+        uses[id(node)] = uses.get(id(node), 0) + 2
+    text: dict[int, str] = {}
+    assignments: list[tuple[str, str]] = []
+    for node in order:
+        if node.op == "const":
+            s = _const(node.value)
+            s = f"({s})" if node.value < 0 else s
+        elif node.op == "in":
+            s = leaf(*node.value)
+        elif node.op == "neg":
+            s = f"(-{text[id(node.args[0])]})"
+        elif node.op == "sqrt":
+            s = f"{sqrt_name}({text[id(node.args[0])]})"
+        elif node.op == "/":
+            s = divide(*(text[id(x)] for x in node.args))
+        else:
+            a, b = (text[id(x)] for x in node.args)
+            s = f"({a} {_C_BINARY[node.op]} {b})"
+        if node.args and uses.get(id(node), 0) > 1:
+            name = temp(len(assignments))
+            assignments.append((name, s))
+            s = name
+        text[id(node)] = s
+    return assignments, [text[id(o)] for o in outputs]
+
+
+def emit_c(outputs: Sequence, out: str = "out", indent: str = "    ") -> str:
+    """C statements that set ``out[k]`` to output ``k`` (inputs as ``name[i]``), in the scalar
+    type ``mc2fmu_real``."""
+    outs = [Expr.wrap(o) for o in outputs]
+    assignments, results = _print(outs, lambda name, i: f"{name}[{i}]", lambda k: f"t{k}", "MC2FMU_SQRT")
+    lines = [f"{indent}const mc2fmu_real {n} = {s};" for n, s in assignments]
+    lines += [f"{indent}{out}[{k}] = {s};" for k, s in enumerate(results)]
+    return "\n".join(lines)
+
+
+def emit_modelica(outputs: Sequence, leaf, prefix: str) -> tuple[list[str], list[str]]:
+    """``(temporaries, expressions)``: the names of the temporaries (``prefix0``, ...) and, in
+    order, the equations that set them, then each output's expression; ``leaf(name, i)`` gives
+    an input's Modelica expression.  A quotient is written ``a * b^(-1)`` (pymoca 0.12 cannot
+    compile ``/`` with CasADi 3.8; docs/modelica.md)."""
+    outs = [Expr.wrap(o) for o in outputs]
+    assignments, results = _print(outs, leaf, lambda k: f"{prefix}{k}", "sqrt", lambda a, b: f"({a} * {b}^(-1))")
+    return [n for n, _ in assignments], [f"{n} = {s};" for n, s in assignments] + results
+
+
+def evaluate(outputs: Sequence, values: dict[str, Sequence]) -> list:
+    """The outputs' values with each input ``name[i]`` taken from ``values[name][i]`` (floats,
+    arrays or symbols): what a printed form computes, for tests of the printers."""
+    cache: dict[int, object] = {}
+    outs = [Expr.wrap(o) for o in outputs]
+    for node in _order(outs):
+        if node.op == "const":
+            v = node.value
+        elif node.op == "in":
+            name, i = node.value
+            v = values[name][i]
+        elif node.op == "neg":
+            v = -cache[id(node.args[0])]
+        elif node.op == "sqrt":
+            v = sqrt(cache[id(node.args[0])])
+        else:
+            a, b = (cache[id(x)] for x in node.args)
+            v = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}[node.op]()
+        cache[id(node)] = v
+    return [cache[id(o)] for o in outs]

@@ -1,0 +1,166 @@
+"""The FMU's motion outputs, written once: each body's velocity and angular velocity, the
+kinetic and the potential energy, from natural coordinates ``x``, their rates ``xd`` and the
+physical parameter vector ``theta`` (:func:`mc2fmu.mechanics.variants.parameter_vector`).
+
+:func:`motion_outputs` is plain arithmetic (:mod:`.expr`): numpy evaluates it (:func:`evaluate`)
+and its traced graph is printed as the native FMU's C (``mc2fmu_motion.h``), so both compute
+the same numbers from one text; the python FMU, Modelica and CasADi do not have these outputs
+yet (:data:`mc2fmu.capabilities.KINDS`, ``motion``).
+
+* ``<body>.vx|vy|vz`` (m/s): the velocity of the body-frame origin, global frame.  The origin
+  is the affine combination ``r0 - sum_k (com_k / L) (r_k - r0)`` of the body's points (``com``
+  the trained layout's centre of mass in the body frame), so its velocity is the same
+  combination of the points' rates: exact for rigid points.
+* ``<body>.wx|wy|wz`` (rad/s): the angular velocity, global frame, ``w = 1/2 sum_k a_k x
+  a_k'`` with ``a_k = (r_k - r0) / L`` (for orthonormal ``a_k`` and ``a_k' = w x a_k``:
+  ``sum_k a_k x (w x a_k) = 3 w - w``).
+* ``kinetic_energy`` (J): ``1/2 xd^T M xd``, ``M`` from ``theta`` (the mass blocks of
+  :func:`mc2fmu.mechanics.parameters.body_mass_block`).
+* ``potential_energy`` (J): gravity's ``-sum_b m_b g . r_com,b`` (``= -f_g . x``, relative to
+  the global origin) plus each spring's ``k (l - L0)^2 / 2``.  A recorded spring's learned law
+  adds its tension to the linear one; that part has no closed-form potential and is left out
+  (:func:`energy_note`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..mechanics.natural import POINTS_PER_BODY, NCLayout
+from ..mechanics.parameters import BODY_SLOTS, INERTIA_ENTRIES
+from . import expr
+from .expr import sqrt
+
+#: per body, the output suffixes, units and descriptions (after the energies' two)
+BODY_OUTPUTS = (("vx", "m/s", "origin velocity x, global frame"), ("vy", "m/s", "origin velocity y, global frame"),
+                ("vz", "m/s", "origin velocity z, global frame"), ("wx", "rad/s", "angular velocity x, global frame"),
+                ("wy", "rad/s", "angular velocity y, global frame"), ("wz", "rad/s", "angular velocity z, global frame"))
+ENERGY_OUTPUTS = (("kinetic_energy", "J", "kinetic energy"),
+                  ("potential_energy", "J", "potential energy: gravity relative to the global origin, plus the "
+                                             "springs' k (l - L0)^2 / 2"))
+
+
+@dataclass(frozen=True)
+class MotionGeometry:
+    """What the outputs need of a model besides its state: the layout's bodies (offset into
+    ``x``, point length ``L``, centre of mass in the body frame) and the springs' maps ``d = D
+    x + e`` (``D`` (n_s, 3, n_x), ``e`` (n_s, 3))."""
+
+    offsets: tuple[int, ...]
+    lengths: tuple[float, ...]
+    coms: tuple[tuple[float, float, float], ...]
+    spring_D: np.ndarray
+    spring_e: np.ndarray
+
+    @classmethod
+    def of(cls, layout: NCLayout, spring_D: np.ndarray, spring_e: np.ndarray) -> "MotionGeometry":
+        return cls(tuple(int(b.offset) for b in layout.bodies), tuple(float(b.length) for b in layout.bodies),
+                   tuple(tuple(float(c) for c in b.com) for b in layout.bodies), np.asarray(spring_D, dtype=np.float64),
+                   np.asarray(spring_e, dtype=np.float64))
+
+    @property
+    def n_bodies(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def n_outputs(self) -> int:
+        return 6 * self.n_bodies + 2
+
+
+def output_names(body_names) -> list[tuple[str, str, str]]:
+    """``(name, unit, description)`` of every motion output, in :func:`motion_outputs`' order:
+    per body its six, then the two energies."""
+    out = [(f"{b}.{s}", unit, f"{desc} of {b}") for b in body_names for s, unit, desc in BODY_OUTPUTS]
+    return out + list(ENERGY_OUTPUTS)
+
+
+def _mass_block(theta, b: int, L: float, com):
+    """The body's 4x4 point mass matrix as :func:`~mc2fmu.mechanics.parameters.body_mass_block`
+    computes it (with the offset of ``theta``'s centre of mass from the layout's), entries as
+    scalars."""
+    p = [theta[BODY_SLOTS * b + k] for k in range(BODY_SLOTS)]
+    mass, J = p[0], [[None] * 3 for _ in range(3)]
+    for value, (i, j) in zip(p[4:10], INERTIA_ENTRIES):
+        J[i][j] = J[j][i] = value
+    tr = J[0][0] + J[1][1] + J[2][2]
+    d = [(p[1 + i] - com[i]) / L for i in range(3)]
+    Sig = [[((0.5 * tr if i == j else 0.0) - J[i][j]) / (L * L) + mass * d[i] * d[j] for j in range(3)] for i in range(3)]
+    s1 = [Sig[i][0] + Sig[i][1] + Sig[i][2] for i in range(3)]
+    A = [[None] * 4 for _ in range(4)]
+    A[0][0] = mass - 2.0 * (mass * d[0] + mass * d[1] + mass * d[2]) + (s1[0] + s1[1] + s1[2])
+    for i in range(3):
+        A[0][1 + i] = A[1 + i][0] = mass * d[i] - s1[i]
+        for j in range(3):
+            A[1 + i][1 + j] = Sig[i][j]
+    return A
+
+
+def motion_outputs(geometry: MotionGeometry, x, xd, theta) -> list:
+    """Every motion output (:func:`output_names`' order) of ``x``, ``xd`` (n_x scalars each) and
+    the physical parameters ``theta``: numbers, arrays (one value per sample), CasADi symbols or
+    :class:`~.expr.Expr` leaves."""
+    out: list = []
+    kinetic = 0.0
+    potential = 0.0
+    nb = geometry.n_bodies
+    g = [theta[BODY_SLOTS * nb + a] for a in range(3)]
+    for b, (o, L, com) in enumerate(zip(geometry.offsets, geometry.lengths, geometry.coms)):
+        r = [[x[o + 3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
+        v = [[xd[o + 3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
+        # the origin's velocity: the points' affine combination for the body-frame origin
+        w = [-c / L for c in com]
+        c0 = 1.0 - (w[0] + w[1] + w[2])
+        for a in range(3):
+            out.append(c0 * v[0][a] + w[0] * v[1][a] + w[1] * v[2][a] + w[2] * v[3][a])
+        ak = [[(r[k][a] - r[0][a]) / L for a in range(3)] for k in range(1, 4)]
+        dk = [[(v[k][a] - v[0][a]) / L for a in range(3)] for k in range(1, 4)]
+        for a in range(3):
+            i, j = (a + 1) % 3, (a + 2) % 3
+            out.append(0.5 * sum(ak[k][i] * dk[k][j] - ak[k][j] * dk[k][i] for k in range(3)))
+        A = _mass_block(theta, b, L, com)
+        for j in range(4):
+            for m in range(j, 4):
+                dot = v[j][0] * v[m][0] + v[j][1] * v[m][1] + v[j][2] * v[m][2]
+                kinetic = kinetic + (0.5 if j == m else 1.0) * A[j][m] * dot
+            # f_g . x = sum_j (A 1)_j g . r_j
+            row = A[j][0] + A[j][1] + A[j][2] + A[j][3]
+            potential = potential - row * (g[0] * r[j][0] + g[1] * r[j][1] + g[2] * r[j][2])
+    D, e = geometry.spring_D, geometry.spring_e
+    slot = BODY_SLOTS * nb + 3
+    for s in range(len(D)):
+        d = []
+        for a in range(3):
+            acc = float(e[s, a])
+            for n in np.flatnonzero(D[s, a]):
+                acc = acc + float(D[s, a, n]) * x[n]
+            d.append(acc)
+        length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+        k, L0 = theta[slot + 3 * s], theta[slot + 3 * s + 2]
+        potential = potential + 0.5 * k * (length - L0) * (length - L0)
+    return out + [kinetic, potential]
+
+
+def traced(geometry: MotionGeometry, n_x: int, n_theta: int) -> list:
+    """The outputs as :class:`~.expr.Expr` graphs of the leaves ``x``, ``xd`` and ``theta``."""
+    expr.clear()
+    return [expr.Expr.wrap(o) for o in motion_outputs(geometry, expr.inputs("x", n_x), expr.inputs("xd", n_x),
+                                                      expr.inputs("theta", n_theta))]
+
+
+def evaluate(geometry: MotionGeometry, x: np.ndarray, xd: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The outputs (B, 6 n_b + 2) of states ``x``, ``xd`` (B, n_x) and parameters ``theta``."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    xd = np.atleast_2d(np.asarray(xd, dtype=np.float64))
+    theta = np.asarray(theta, dtype=np.float64)
+    vals = motion_outputs(geometry, list(x.T), list(xd.T), [float(t) for t in theta])
+    return np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (len(x),)) for v in vals], axis=1)
+
+
+def energy_note(has_learned_laws: bool) -> str:
+    """What ``potential_energy`` leaves out for a model (empty: nothing)."""
+    if not has_learned_laws:
+        return ""
+    return ("potential_energy leaves out the learned spring laws' part of the tension (it has no closed-form "
+            "potential); gravity and the springs' linear part k (l - L0)^2 / 2 are in it")

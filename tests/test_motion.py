@@ -1,0 +1,178 @@
+"""The motion outputs (mc2fmu/models/motion.py) against Exudyn, and their printed C.
+
+The description is evaluated on the natural coordinates of Exudyn's own poses and velocities
+(exact, no model in between) and compared with the engine's sensors: the body origin's
+velocity (its COM velocity and angular velocity carried to the origin), the angular velocity,
+the kinetic energy, and gravity's plus the springs' potential computed from the engine's poses
+and the mechanism's masses.  The native FMU's copy of it (printed C, its complex-step
+derivatives) is compared in tests/test_native.py (every output, every directional derivative).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mc2fmu.mechanics.mechanism import load_mechanism
+from mc2fmu.mechanics.natural import build_layout, nc_from_poses, nc_velocity, spring_model
+from mc2fmu.mechanics.variants import parameter_vector
+from mc2fmu.models import expr, motion
+
+
+@pytest.mark.parametrize("name", ["four_bar", "spatial_four_bar", "macpherson"])
+def test_motion_outputs_equal_exudyn(reference_run, name):
+    """Planar, spatial, and with springs and an off-centre body frame: velocities and angular
+    velocities to 1e-12 of their largest magnitude, energies to 1e-10 of the largest kinetic
+    energy (the engine's kinetic energy sensor; the potential from its poses)."""
+    from examples import reference
+
+    run = reference_run(name, "train")
+    mech = load_mechanism(Path(run["path"]).parent.parent / "mechanism.toml")
+    layout = build_layout(mech)
+    sl = slice(0, 2001)
+    rotation, omega, v_com = run["rotation"][sl], run["omega"][sl], run["velocity_com"][sl]
+    x = nc_from_poses(layout, run["origin"][sl], rotation)
+    xd = nc_velocity(layout, rotation, v_com, omega)
+    springs = spring_model(mech, layout)
+    out = motion.evaluate(motion.MotionGeometry.of(layout, springs.D, springs.e), x, xd, parameter_vector(mech))
+    nb = len(layout.bodies)
+    assert out.shape == (len(x), 6 * nb + 2)
+    per_body = out[:, :6 * nb].reshape(-1, nb, 6)
+    com = np.array([b.com for b in mech.bodies])
+    com_global = np.einsum("tbij,bj->tbi", rotation, com)
+    v_origin = v_com - np.cross(omega, com_global)
+    assert np.abs(per_body[..., :3] - v_origin).max() <= 1e-12 * np.abs(v_origin).max()
+    assert np.abs(per_body[..., 3:] - omega).max() <= 1e-12 * np.abs(omega).max()
+    model = reference.model(name)
+    ke = run["kinetic_energy"][sl]
+    gravity = np.asarray(model.gravity, dtype=float)
+    pe = -np.einsum("b,tbi,i->t", [b.mass for b in model.bodies], run["origin"][sl] + com_global, gravity)
+    if model.springs:
+        lengths, _ = reference.spring_states(model, {k: (v[sl] if isinstance(v, np.ndarray) and len(v) == len(run["t"])
+                                                          else v) for k, v in run.items()})
+        for i, s in enumerate(model.springs):
+            pe = pe + 0.5 * s.stiffness * (lengths[:, i] - s.length) ** 2
+    assert np.abs(out[:, -2] - ke).max() <= 1e-10 * ke.max()
+    assert np.abs(out[:, -1] - pe).max() <= 1e-10 * ke.max()
+    assert np.ptp(pe) > 1e-3 * ke.max()  # the potential moves: the comparison means something
+
+
+def test_motion_outputs_follow_the_physical_parameters():
+    """The energies read theta, not the exported mechanism: doubling every mass and inertia
+    doubles both energies (gravity's potential is linear in the masses; no springs here)."""
+    mech = load_mechanism("examples/four_bar/mechanism.toml")
+    layout = build_layout(mech)
+    springs = spring_model(mech, layout)
+    geometry = motion.MotionGeometry.of(layout, springs.D, springs.e)
+    rng = np.random.default_rng(3)
+    x, xd = rng.normal(size=(5, layout.size)), rng.normal(size=(5, layout.size))
+    theta = parameter_vector(mech)
+    heavy = theta.copy()
+    for b in range(len(mech.bodies)):
+        heavy[10 * b] *= 2.0
+        heavy[10 * b + 4: 10 * b + 10] *= 2.0
+    base, doubled = motion.evaluate(geometry, x, xd, theta), motion.evaluate(geometry, x, xd, heavy)
+    assert np.allclose(doubled[:, -2:], 2.0 * base[:, -2:], rtol=1e-13, atol=0)
+    assert np.array_equal(doubled[:, :-2], base[:, :-2])  # velocities do not depend on the masses
+
+
+def test_traced_graph_computes_what_numpy_computes():
+    """The graph the C is printed from (hash-consed, constants folded) evaluates to numpy's
+    numbers at random states, with springs (their square roots) included."""
+    mech = load_mechanism("examples/macpherson/mechanism.toml")
+    layout = build_layout(mech)
+    springs = spring_model(mech, layout)
+    assert len(springs) > 0
+    geometry = motion.MotionGeometry.of(layout, springs.D, springs.e)
+    theta = parameter_vector(mech)
+    graph = motion.traced(geometry, layout.size, len(theta))
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(7, layout.size)) + 1.0
+    xd = rng.normal(size=(7, layout.size))
+    got = np.stack(expr.evaluate(graph, {"x": list(x.T), "xd": list(xd.T), "theta": list(theta)}), axis=1)
+    assert np.allclose(got, motion.evaluate(geometry, x, xd, theta), rtol=1e-14, atol=1e-14)
+    code = expr.emit_c(graph)
+    assert code.count("out[") == geometry.n_outputs and "MC2FMU_SQRT" in code
+
+
+def test_expression_simplification_and_sharing():
+    """0 a = 0, 1 a = a, 0 + a = a, constants fold, equal subexpressions are one node; a
+    non-finite constant and a division by the constant 0 are refused."""
+    a, b = expr.inputs("v", 2)
+    assert (0.0 * a).is_const(0.0) and (1.0 * a) is a and (a + 0.0) is a and (a - 0.0) is a
+    assert (expr.Expr.wrap(2.0) * 3.0).value == 6.0
+    assert (a * b + 1.0) is (a * b + 1.0)
+    assert -(-a) is a
+    assert expr.emit_c([a * b + a * b]).count("v[0] * v[1]") == 1
+    with pytest.raises(ValueError):
+        a * float("nan")
+    with pytest.raises(ZeroDivisionError):
+        a / 0.0
+
+
+def _scaled_difference(got: np.ndarray, want: np.ndarray, names: list[str]) -> float:
+    """The largest difference, per kind of output (velocities, angular velocities, each energy),
+    relative to that kind's largest magnitude (a pivoted body's origin velocity is zero to
+    rounding: a per-output scale would divide rounding by rounding)."""
+    kinds = [n.rsplit(".", 1)[-1][0] if "." in n else n for n in names]
+    worst = 0.0
+    for k in set(kinds):
+        cols = [i for i, kk in enumerate(kinds) if kk == k]
+        scale = np.abs(want[:, cols]).max()
+        assert scale > 0, k
+        worst = max(worst, float(np.abs(got[:, cols] - want[:, cols]).max() / scale))
+    return worst
+
+
+@pytest.mark.parametrize("name,states", [("four_bar", 20), ("macpherson", 6)])
+def test_every_target_computes_the_same_motion_outputs(trained, native, tmp_path, name, states):
+    """The native FMU (fmpy, model exchange: set the states, read the outputs), the CasADi
+    function and the Modelica model (pymoca) give numpy's motion outputs at 20 states of the
+    training run's rollout (macpherson, with springs and their potential: 6; pymoca's model
+    takes a second a state there), the FMU and CasADi to 1e-12, Modelica to 1e-9 of each kind's
+    largest magnitude (issue 45's acceptance: 1e-9)."""
+    pytest.importorskip("casadi")
+    pytest.importorskip("pymoca")
+    from mc2fmu.control.casadi_export import casadi_model
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.mechanics.natural import nc_from_poses
+    from mc2fmu.modelica.export import export_modelica
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.simulate import simulate_run
+    from tests.fmu_helpers import run_json, start_values
+    from tests.modelica_host import CompiledModel
+
+    model_dir, _, run_path = trained(name)
+    art = load_artifact(model_dir)
+    run = read_run(run_path, art.mechanism)
+    res = simulate_run(art, nc_from_poses(art.layout, run.origin, run.rotation), run.u)
+    ok = np.flatnonzero(np.isfinite(res["q"]).all(axis=1) & (res["envelope"] <= 1.0))
+    pick = ok[np.linspace(0, len(ok) - 1, states).astype(int)]
+    q, qd, u = res["q"][pick], res["qd"][pick], run.u[pick]
+    names = [n for n, _, _ in motion.output_names(art.mechanism.body_names)]
+    x, J, _ = art.model.decode_jh(q)
+    springs = art.model.springs
+    want = motion.evaluate(motion.MotionGeometry.of(art.layout, springs.D, springs.e), x,
+                           np.einsum("bnm,bm->bn", J, qd), parameter_vector(art.mechanism))
+
+    fmu = native(name, 2, "me")[0]
+    got = run_json(Path(__file__).with_name("fmpy_sim.py"), {"kind": "jacobian", "fmu": str(fmu),
+                                                            "start": start_values(model_dir),
+                                                            "states": np.hstack([q, qd]).tolist(), "u": u.tolist()},
+                   tmp_path)
+    idx = [got["unknowns"].index(n) for n in names]
+    assert _scaled_difference(np.array(got["values"])[:, idx], want, names) <= 1e-12
+
+    fn = casadi_model(art)
+    cas = np.array([np.asarray(fn(q[k], qd[k], u[k])[2]).ravel() for k in range(len(q))])
+    assert _scaled_difference(cas, want, names) <= 1e-12
+
+    mo = tmp_path / "ReducedModel.mo"
+    export_modelica(model_dir, mo)
+    cm = CompiledModel(mo)
+    p = cm.parameter_vector()
+    outs = [cm.outputs(q[k], qd[k], u[k], p) for k in range(len(q))]
+    mod = np.array([[o[n.replace(".", "_")][0] for n in names] for o in outs])
+    assert _scaled_difference(mod, want, names) <= 1e-9
