@@ -79,7 +79,7 @@ KINDS: dict[str, Kind] = {
     "autoencoder": Kind(
         "autoencoder", "manifold", True, "",
         {"native": ALL_PAIRS, "python": _PYTHON_PAIRS}, physical_parameters=True, seeds=True,
-        motion=frozenset({"native", "modelica", "casadi"})),
+        motion=frozenset({"native", "python", "modelica", "casadi"})),
     "node": Kind(
         "node", "node", True, "",
         {"native": ALL_PAIRS, "python": _PYTHON_PAIRS},

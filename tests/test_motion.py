@@ -164,6 +164,23 @@ def test_every_target_computes_the_same_motion_outputs(trained, native, tmp_path
                    tmp_path)
     idx = [got["unknowns"].index(n) for n in names]
     assert _scaled_difference(np.array(got["values"])[:, idx], want, names) <= 1e-12
+    # physical parameters set in the FMU reach the energies (the first body heavier, gravity tilted)
+    from mc2fmu.mechanics.variants import parameter_names
+
+    theta = parameter_vector(art.mechanism).copy()
+    slots = parameter_names(art.mechanism)
+    g_y = slots.index("gravity[2]")
+    theta[0] *= 1.5
+    theta[g_y] += 0.7
+    changed = {slots[0]: float(theta[0]), slots[g_y]: float(theta[g_y])}
+    got = run_json(Path(__file__).with_name("fmpy_sim.py"), {"kind": "jacobian", "fmu": str(fmu),
+                                                            "start": {**start_values(model_dir), **changed},
+                                                            "states": np.hstack([q, qd]).tolist(), "u": u.tolist()},
+                   tmp_path)
+    moved = motion.evaluate(motion.MotionGeometry.of(art.layout, springs.D, springs.e), x,
+                            np.einsum("bnm,bm->bn", J, qd), theta)
+    assert not np.allclose(moved[:, -2:], want[:, -2:], rtol=1e-3)
+    assert _scaled_difference(np.array(got["values"])[:, idx], moved, names) <= 1e-12
 
     fn = casadi_model(art)
     cas = np.array([np.asarray(fn(q[k], qd[k], u[k])[2]).ravel() for k in range(len(q))])
@@ -176,3 +193,60 @@ def test_every_target_computes_the_same_motion_outputs(trained, native, tmp_path
     outs = [cm.outputs(q[k], qd[k], u[k], p) for k in range(len(q))]
     mod = np.array([[o[n.replace(".", "_")][0] for n in names] for o in outs])
     assert _scaled_difference(mod, want, names) <= 1e-9
+
+
+def test_printed_expressions_nest_at_most_max_depth():
+    """A sum of 500 terms prints as temporaries, none nested deeper than MAX_DEPTH parentheses
+    (pymoca's parser gave up between 160 and 163; the a02 chain's energies are such sums)."""
+    xs = expr.inputs("x", 500)
+    total = 0.0
+    for k, a in enumerate(xs):
+        total = total + (k + 1.5) * a * a
+    for code in (expr.emit_c([total]), expr.emit_python([total], "f", ("x",)),
+                 "\n".join(expr.emit_modelica([total], lambda n, i: f"x[{i + 1}]", "t")[1])):
+        for line in code.splitlines():
+            level = deepest = 0
+            for ch in line:
+                level += (ch == "(") - (ch == ")")
+                deepest = max(deepest, level)
+            assert deepest <= expr.MAX_DEPTH + 2, line[:80]
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=500)
+    namespace: dict = {}
+    exec("import math\n" + expr.emit_python([total], "f", ("x",)), namespace)
+    assert namespace["f"](list(values))[0] == pytest.approx(sum((k + 1.5) * v * v for k, v in enumerate(values)),
+                                                            rel=1e-14)
+
+
+def test_energies_equal_the_mass_matrix_and_gravity_of_other_parameters():
+    """At parameters with every centre of mass moved off the layout's, other inertias, gravity
+    and spring constants: kinetic energy = 1/2 xd^T (A (x) I3) xd and potential = -f_g . x +
+    sum k (l - L0)^2 / 2, with A and f_g from mc2fmu.mechanics.parameters.physics_arrays (the
+    mass matrix the dynamics use), at random states."""
+    from mc2fmu.mechanics.parameters import physics_arrays
+
+    mech = load_mechanism("examples/macpherson/mechanism.toml")
+    layout = build_layout(mech)
+    springs = spring_model(mech, layout)
+    geometry = motion.MotionGeometry.of(layout, springs.D, springs.e)
+    rng = np.random.default_rng(5)
+    theta = parameter_vector(mech).copy()
+    nb = len(mech.bodies)
+    for b in range(nb):
+        theta[10 * b] *= 1.0 + rng.uniform(0.1, 0.5)
+        theta[10 * b + 1: 10 * b + 4] += rng.uniform(-0.02, 0.02, 3)
+        theta[10 * b + 4: 10 * b + 7] *= 1.2
+    theta[10 * nb: 10 * nb + 3] = [0.5, -1.0, -9.0]
+    theta[10 * nb + 3:] *= 1.1
+    blocks, f_g, k, _, L0 = physics_arrays(theta, [b.length for b in layout.bodies], [b.com for b in layout.bodies])
+    M = np.zeros((layout.size, layout.size))
+    for b, bl in enumerate(layout.bodies):
+        M[bl.slice, bl.slice] = np.kron(blocks[b], np.eye(3))
+    x = rng.normal(size=(6, layout.size))  # the energies are defined for any x, rigid or not
+    xd = rng.normal(size=x.shape)
+    out = motion.evaluate(geometry, x, xd, theta)
+    ke = 0.5 * np.einsum("ti,ij,tj->t", xd, M, xd)
+    lengths = np.linalg.norm(np.einsum("sij,tj->tsi", springs.D, x) + springs.e, axis=-1)
+    pe = -x @ f_g + (0.5 * k * (lengths - L0) ** 2).sum(axis=1)
+    assert np.allclose(out[:, -2], ke, rtol=1e-12, atol=0)
+    assert np.allclose(out[:, -1], pe, rtol=1e-12, atol=1e-12 * np.abs(pe).max())

@@ -80,9 +80,10 @@ def artifact_members(model_dir: Path, artifact=None) -> dict[str, bytes]:
     return members
 
 
-def runtime_config(artifact, physics: bool = False) -> dict[str, Any]:
+def runtime_config(artifact, physics: bool = False, motion: bool = False) -> dict[str, Any]:
     """``fmu.json``: everything model-specific the python backend's runtime reads; ``physics``:
-    with the physical parameters (:func:`physics_config`)."""
+    with the physical parameters (:func:`physics_config`); ``motion``: with the motion outputs
+    (the parameter vector they read where the FMU has no physical parameters)."""
     env = artifact.envelope
     cfg = {
         "model_identifier": model_identifier(artifact.mechanism.name),
@@ -96,11 +97,15 @@ def runtime_config(artifact, physics: bool = False) -> dict[str, Any]:
         "bodies": [{"name": b.name, "offset": b.offset, "length": b.length, "com": list(b.com)}
                    for b in artifact.layout.bodies],
         "envelope": json_safe({"lower": env.lower.tolist(), "upper": env.upper.tolist(), "leave_threshold": LEAVE_THRESHOLD}),
-        "variables": [v.to_dict() for v in fmu_variables(artifact, physics=physics)],
+        "variables": [v.to_dict() for v in fmu_variables(artifact, physics=physics, motion=motion)],
         "mc2fmu_version": __version__,
     }
     if physics:
         cfg["physics"] = physics_config(artifact)
+    if motion:
+        from ..mechanics.variants import parameter_vector
+
+        cfg["motion"] = {"theta": parameter_vector(artifact.mechanism).tolist()}
     return cfg
 
 

@@ -296,7 +296,9 @@ def mechanism_from_dict(data: Any, source: str = "<mechanism>") -> Mechanism:
     body_names = {b.get("name") for b in raw_bodies if isinstance(b, dict) and isinstance(b.get("name"), str)}
     for ri, item, iname, _ in _entries(raw_inputs, "inputs", "input", _INPUT_KEYS,
                                        "name, kind, body, direction (and point for a force)", bad,
-                                       reserved={"time": "the time column of a run"}):
+                                       reserved={"time": "the time column of a run",
+                                                 "kinetic_energy": "an output of the model's FMU",
+                                                 "potential_energy": "an output of the model's FMU"}):
         kind = ri.get("kind")
         if kind not in INPUT_KINDS:
             bad(item, f"kind {_short(kind)} must be one of {', '.join(INPUT_KINDS)}")

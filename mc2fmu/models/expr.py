@@ -184,6 +184,10 @@ def _const(v: float) -> str:
 
 
 _C_BINARY = {"+": "+", "-": "-", "*": "*", "/": "/"}
+#: the deepest nesting of parentheses an inlined expression gets before it becomes a
+#: temporary: a long sum (an energy over 81 bodies) printed as one expression nested 800 deep,
+#: past pymoca's parser (it failed between 160 and 163) and slow for C compilers
+MAX_DEPTH = 16
 
 
 def _print(outputs: Sequence[Expr], leaf, temp, sqrt_name: str,
@@ -198,8 +202,10 @@ def _print(outputs: Sequence[Expr], leaf, temp, sqrt_name: str,
     for node in outputs:
         uses[id(node)] = uses.get(id(node), 0) + 2
     text: dict[int, str] = {}
+    depth: dict[int, int] = {}  # the parentheses an inlined expression nests
     assignments: list[tuple[str, str]] = []
     for node in order:
+        d = 1 + max((depth[id(a)] for a in node.args), default=-1)
         if node.op == "const":
             s = _const(node.value)
             s = f"({s})" if node.value < 0 else s
@@ -214,11 +220,12 @@ def _print(outputs: Sequence[Expr], leaf, temp, sqrt_name: str,
         else:
             a, b = (text[id(x)] for x in node.args)
             s = f"({a} {_C_BINARY[node.op]} {b})"
-        if node.args and uses.get(id(node), 0) > 1:
+        if node.args and (uses.get(id(node), 0) > 1 or d > MAX_DEPTH):
             name = temp(len(assignments))
             assignments.append((name, s))
-            s = name
+            s, d = name, 0
         text[id(node)] = s
+        depth[id(node)] = d
     return assignments, [text[id(o)] for o in outputs]
 
 
@@ -240,6 +247,18 @@ def emit_modelica(outputs: Sequence, leaf, prefix: str) -> tuple[list[str], list
     outs = [Expr.wrap(o) for o in outputs]
     assignments, results = _print(outs, leaf, lambda k: f"{prefix}{k}", "sqrt", lambda a, b: f"({a} * {b}^(-1))")
     return [n for n, _ in assignments], [f"{n} = {s};" for n, s in assignments] + results
+
+
+def emit_python(outputs: Sequence, name: str, args: Sequence[str]) -> str:
+    """A Python function ``name(*args)`` returning the outputs' list, as straight-line scalar
+    code (inputs as ``arg[i]``, square roots by ``math.sqrt``): for floats, fast at a few
+    hundred operations."""
+    outs = [Expr.wrap(o) for o in outputs]
+    assignments, results = _print(outs, lambda arg, i: f"{arg}[{i}]", lambda k: f"t{k}", "math.sqrt")
+    lines = [f"def {name}({', '.join(args)}):"]
+    lines += [f"    {n} = {s}" for n, s in assignments]
+    lines.append("    return [" + ", ".join(results) + "]")
+    return "\n".join(lines)
 
 
 def evaluate(outputs: Sequence, values: dict[str, Sequence]) -> list:

@@ -2,10 +2,13 @@
 kinetic and the potential energy, from natural coordinates ``x``, their rates ``xd`` and the
 physical parameter vector ``theta`` (:func:`mc2fmu.mechanics.variants.parameter_vector`).
 
-:func:`motion_outputs` is plain arithmetic (:mod:`.expr`): numpy evaluates it (:func:`evaluate`)
-and its traced graph is printed as the native FMU's C (``mc2fmu_motion.h``), so both compute
-the same numbers from one text; the python FMU, Modelica and CasADi do not have these outputs
-yet (:data:`mc2fmu.capabilities.KINDS`, ``motion``).
+:func:`motion_outputs` (per body :func:`body_outputs`, per spring :func:`spring_energy`) is plain
+arithmetic (:mod:`.expr`), so every target computes it from this one text: numpy evaluates it
+(:func:`evaluate`, ``simulate``'s run-time model), CasADi on its symbols (the ``--format casadi``
+function), and its traced graph is printed as the native FMU's C (``body_outputs`` and
+``spring_energy`` once each, run per body and spring), the python FMU's slave code and the
+Modelica model's equations (:data:`mc2fmu.capabilities.KINDS`, ``motion``: decoder-manifold
+models).
 
 * ``<body>.vx|vy|vz`` (m/s): the velocity of the body-frame origin, global frame.  The origin
   is the affine combination ``r0 - sum_k (com_k / L) (r_k - r0)`` of the body's points (``com``
@@ -18,8 +21,8 @@ yet (:data:`mc2fmu.capabilities.KINDS`, ``motion``).
   :func:`mc2fmu.mechanics.parameters.body_mass_block`).
 * ``potential_energy`` (J): gravity's ``-sum_b m_b g . r_com,b`` (``= -f_g . x``, relative to
   the global origin) plus each spring's ``k (l - L0)^2 / 2``.  A recorded spring's learned law
-  adds its tension to the linear one; that part has no closed-form potential and is left out
-  (:func:`energy_note`).
+  adds its tension to the linear one; that part has no closed-form potential and is left out,
+  and identified terms (``--identify``) add none.
 """
 
 from __future__ import annotations
@@ -76,16 +79,20 @@ def output_names(body_names) -> list[tuple[str, str, str]]:
     return out + list(ENERGY_OUTPUTS)
 
 
-def _mass_block(theta, b: int, L: float, com):
+#: what :func:`body_outputs` returns per body: its six outputs, its kinetic energy and gravity's
+#: potential of it
+BODY_VALUES = 8
+
+
+def _mass_block(th, L, com):
     """The body's 4x4 point mass matrix as :func:`~mc2fmu.mechanics.parameters.body_mass_block`
-    computes it (with the offset of ``theta``'s centre of mass from the layout's), entries as
-    scalars."""
-    p = [theta[BODY_SLOTS * b + k] for k in range(BODY_SLOTS)]
-    mass, J = p[0], [[None] * 3 for _ in range(3)]
-    for value, (i, j) in zip(p[4:10], INERTIA_ENTRIES):
+    computes it from its parameter slots ``th`` (mass, com, inertia xx yy zz xy xz yz), with
+    the offset of that centre of mass from the layout's ``com``; entries as scalars."""
+    mass, J = th[0], [[None] * 3 for _ in range(3)]
+    for value, (i, j) in zip(th[4:10], INERTIA_ENTRIES):
         J[i][j] = J[j][i] = value
     tr = J[0][0] + J[1][1] + J[2][2]
-    d = [(p[1 + i] - com[i]) / L for i in range(3)]
+    d = [(th[1 + i] - com[i]) / L for i in range(3)]
     Sig = [[((0.5 * tr if i == j else 0.0) - J[i][j]) / (L * L) + mass * d[i] * d[j] for j in range(3)] for i in range(3)]
     s1 = [Sig[i][0] + Sig[i][1] + Sig[i][2] for i in range(3)]
     A = [[None] * 4 for _ in range(4)]
@@ -97,48 +104,72 @@ def _mass_block(theta, b: int, L: float, com):
     return A
 
 
+def body_outputs(x, xd, th, g, geo) -> list:
+    """One body's values (:data:`BODY_VALUES`): its origin velocity and angular velocity, then its
+    kinetic energy and gravity's potential of it, from its 12 natural coordinates ``x`` and rates
+    ``xd`` (point-major: ``r0``, ``r1``, ``r2``, ``r3``), its parameter slots ``th``
+    (:data:`~mc2fmu.mechanics.parameters.BODY_SLOTS`), gravity ``g`` and ``geo`` = (point length
+    ``L``, the layout's centre of mass in the body frame)."""
+    L, com = geo[0], geo[1:4]
+    r = [[x[3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
+    v = [[xd[3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
+    # the origin's velocity: the points' affine combination for the body-frame origin
+    w = [-c / L for c in com]
+    c0 = 1.0 - (w[0] + w[1] + w[2])
+    out = [c0 * v[0][a] + w[0] * v[1][a] + w[1] * v[2][a] + w[2] * v[3][a] for a in range(3)]
+    ak = [[(r[k][a] - r[0][a]) / L for a in range(3)] for k in range(1, 4)]
+    dk = [[(v[k][a] - v[0][a]) / L for a in range(3)] for k in range(1, 4)]
+    for a in range(3):
+        i, j = (a + 1) % 3, (a + 2) % 3
+        out.append(0.5 * ((ak[0][i] * dk[0][j] - ak[0][j] * dk[0][i]) + (ak[1][i] * dk[1][j] - ak[1][j] * dk[1][i])
+                          + (ak[2][i] * dk[2][j] - ak[2][j] * dk[2][i])))
+    A = _mass_block(th, L, com)
+    kinetic, potential = 0.0, 0.0
+    for j in range(4):
+        for m in range(j, 4):
+            dot = v[j][0] * v[m][0] + v[j][1] * v[m][1] + v[j][2] * v[m][2]
+            kinetic = kinetic + (0.5 if j == m else 1.0) * A[j][m] * dot
+        # f_g . x = sum_j (A 1)_j g . r_j
+        row = A[j][0] + A[j][1] + A[j][2] + A[j][3]
+        potential = potential - row * (g[0] * r[j][0] + g[1] * r[j][1] + g[2] * r[j][2])
+    return out + [kinetic, potential]
+
+
+def spring_energy(d, ks):
+    """A spring's elastic energy ``k (l - L0)^2 / 2`` of its vector ``d`` (3) and ``ks`` = (k, L0)."""
+    length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    return 0.5 * ks[0] * (length - ks[1]) * (length - ks[1])
+
+
+def spring_vector(geometry: "MotionGeometry", s: int, x) -> list:
+    """Spring ``s``'s vector ``d = D x + e`` (its maps are data: the end points' affine weights)."""
+    D, e = geometry.spring_D, geometry.spring_e
+    d = []
+    for a in range(3):
+        acc = float(e[s, a])
+        for n in np.flatnonzero(D[s, a]):
+            acc = acc + float(D[s, a, n]) * x[n]
+        d.append(acc)
+    return d
+
+
 def motion_outputs(geometry: MotionGeometry, x, xd, theta) -> list:
     """Every motion output (:func:`output_names`' order) of ``x``, ``xd`` (n_x scalars each) and
     the physical parameters ``theta``: numbers, arrays (one value per sample), CasADi symbols or
-    :class:`~.expr.Expr` leaves."""
+    :class:`~.expr.Expr` leaves.  Per body :func:`body_outputs`; the energies are the bodies'
+    sums, in body order, then the springs' (:func:`spring_energy`) in spring order."""
     out: list = []
-    kinetic = 0.0
-    potential = 0.0
+    kinetic, potential = 0.0, 0.0
     nb = geometry.n_bodies
     g = [theta[BODY_SLOTS * nb + a] for a in range(3)]
     for b, (o, L, com) in enumerate(zip(geometry.offsets, geometry.lengths, geometry.coms)):
-        r = [[x[o + 3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
-        v = [[xd[o + 3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
-        # the origin's velocity: the points' affine combination for the body-frame origin
-        w = [-c / L for c in com]
-        c0 = 1.0 - (w[0] + w[1] + w[2])
-        for a in range(3):
-            out.append(c0 * v[0][a] + w[0] * v[1][a] + w[1] * v[2][a] + w[2] * v[3][a])
-        ak = [[(r[k][a] - r[0][a]) / L for a in range(3)] for k in range(1, 4)]
-        dk = [[(v[k][a] - v[0][a]) / L for a in range(3)] for k in range(1, 4)]
-        for a in range(3):
-            i, j = (a + 1) % 3, (a + 2) % 3
-            out.append(0.5 * sum(ak[k][i] * dk[k][j] - ak[k][j] * dk[k][i] for k in range(3)))
-        A = _mass_block(theta, b, L, com)
-        for j in range(4):
-            for m in range(j, 4):
-                dot = v[j][0] * v[m][0] + v[j][1] * v[m][1] + v[j][2] * v[m][2]
-                kinetic = kinetic + (0.5 if j == m else 1.0) * A[j][m] * dot
-            # f_g . x = sum_j (A 1)_j g . r_j
-            row = A[j][0] + A[j][1] + A[j][2] + A[j][3]
-            potential = potential - row * (g[0] * r[j][0] + g[1] * r[j][1] + g[2] * r[j][2])
-    D, e = geometry.spring_D, geometry.spring_e
+        vals = body_outputs(x[o:o + 12], xd[o:o + 12], theta[BODY_SLOTS * b: BODY_SLOTS * (b + 1)], g, (L, *com))
+        out += vals[:6]
+        kinetic = kinetic + vals[6]
+        potential = potential + vals[7]
     slot = BODY_SLOTS * nb + 3
-    for s in range(len(D)):
-        d = []
-        for a in range(3):
-            acc = float(e[s, a])
-            for n in np.flatnonzero(D[s, a]):
-                acc = acc + float(D[s, a, n]) * x[n]
-            d.append(acc)
-        length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
-        k, L0 = theta[slot + 3 * s], theta[slot + 3 * s + 2]
-        potential = potential + 0.5 * k * (length - L0) * (length - L0)
+    for s in range(len(geometry.spring_D)):
+        potential = potential + spring_energy(spring_vector(geometry, s, x), (theta[slot + 3 * s], theta[slot + 3 * s + 2]))
     return out + [kinetic, potential]
 
 
@@ -149,6 +180,17 @@ def traced(geometry: MotionGeometry, n_x: int, n_theta: int) -> list:
                                                       expr.inputs("theta", n_theta))]
 
 
+def traced_parts() -> tuple[list, "expr.Expr"]:
+    """:func:`body_outputs` and :func:`spring_energy` as graphs of generic leaves (``x``,
+    ``xd`` 12, ``th`` 10, ``g`` 3, ``geo`` 4; ``d`` 3, ``ks`` 2): what the native FMU's C
+    prints once and runs per body and per spring."""
+    expr.clear()
+    body = [expr.Expr.wrap(o) for o in body_outputs(expr.inputs("x", 12), expr.inputs("xd", 12),
+                                                     expr.inputs("th", BODY_SLOTS), expr.inputs("g", 3),
+                                                     expr.inputs("geo", 4))]
+    return body, expr.Expr.wrap(spring_energy(expr.inputs("d", 3), expr.inputs("ks", 2)))
+
+
 def evaluate(geometry: MotionGeometry, x: np.ndarray, xd: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """The outputs (B, 6 n_b + 2) of states ``x``, ``xd`` (B, n_x) and parameters ``theta``."""
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
@@ -156,11 +198,3 @@ def evaluate(geometry: MotionGeometry, x: np.ndarray, xd: np.ndarray, theta: np.
     theta = np.asarray(theta, dtype=np.float64)
     vals = motion_outputs(geometry, list(x.T), list(xd.T), [float(t) for t in theta])
     return np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (len(x),)) for v in vals], axis=1)
-
-
-def energy_note(has_learned_laws: bool) -> str:
-    """What ``potential_energy`` leaves out for a model (empty: nothing)."""
-    if not has_learned_laws:
-        return ""
-    return ("potential_energy leaves out the learned spring laws' part of the tension (it has no closed-form "
-            "potential); gravity and the springs' linear part k (l - L0)^2 / 2 are in it")

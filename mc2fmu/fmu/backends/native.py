@@ -69,7 +69,7 @@ from ...models.envelope import LEAVE_THRESHOLD, sample_points
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
 from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
-from ...models.motion import MotionGeometry, traced as motion_traced
+from ...models.motion import traced_parts as motion_parts
 from ...models.spring_laws import HIDDEN as LAW_HIDDEN
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
@@ -447,19 +447,80 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
 
 
 def render_motion(artifact, variables) -> str:
-    """``mc2fmu_motion.h``: the motion outputs' C, printed from :func:`mc2fmu.models.motion.motion_outputs`
-    (an empty stub when the FMU has none)."""
+    """``mc2fmu_motion.h``: the motion outputs' C.  :func:`mc2fmu.models.motion.body_outputs`
+    and :func:`~mc2fmu.models.motion.spring_energy` printed once each (the code's size does not
+    grow with the bodies), run per body and per spring by ``MC2FMU_(motion)``, which sums the
+    energies in :func:`~mc2fmu.models.motion.motion_outputs`' order; the springs' maps ``d = D
+    x + e`` as data.  An empty stub when the FMU has no motion outputs."""
     head = ("/* mc2fmu_motion.h: the motion outputs of the mc2fmu model '{name}' (body velocities, angular "
             "velocities,\n   kinetic and potential energy), printed by mc2fmu {version} from "
             "mc2fmu/models/motion.py; do not edit.\n   Included by mc2fmu_dynamics.h for each scalar type "
             "(mc2fmu_real) when MC2FMU_NMOTION > 0. */\n").format(name=artifact.mechanism.name, version=__version__)
     if not any(v.role == "motion" for v in variables):
         return head
-    model = manifold_model(artifact)
-    geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
-    outs = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
-    return (head + "MC2FMU_STATIC void MC2FMU_(motion)(const mc2fmu_real *x, const mc2fmu_real *xd, const double *theta, "
-            "mc2fmu_real *out) {\n" + emit_c(outs) + "\n}\n")
+    springs = manifold_model(artifact).springs
+    n_s = len(springs.D)
+    rows, cols, vals = [0], [], []
+    for k in range(n_s):
+        for a in range(3):
+            nz = np.flatnonzero(springs.D[k, a])
+            cols += nz.tolist()
+            vals += springs.D[k, a, nz].tolist()
+            rows.append(len(cols))
+    data = ["#ifndef MC2FMU_MOTION_DATA", "#define MC2FMU_MOTION_DATA",
+            "/* spring s, axis a: d = e + sum D x over its row 3 s + a (CSR) */"]
+    if n_s:
+        data += [_array("int", "mc2fmu_motion_row", rows, per_line=16), _array("int", "mc2fmu_motion_col", cols or [0],
+                                                                                per_line=16),
+                 _array("double", "mc2fmu_motion_val", vals or [0.0]), _array("double", "mc2fmu_motion_e",
+                                                                           springs.e.ravel())]
+    data.append("#endif")
+    body, spring = motion_parts()
+    code = [head, "\n".join(data), "",
+            "/* one body (mc2fmu.models.motion.body_outputs): x, xd its 12 coordinates and rates, th its parameter "
+            "slots,\n   g gravity, geo its point length and layout centre of mass; out: vx vy vz wx wy wz, its kinetic "
+            "energy,\n   gravity's potential of it */",
+            "MC2FMU_STATIC void MC2FMU_(motion_body)(const mc2fmu_real *x, const mc2fmu_real *xd, const double *th, "
+            "const double *g,\n                                       const double *geo, mc2fmu_real *out) {",
+            emit_c(body), "}", ""]
+    if n_s:
+        code += ["/* one spring's elastic energy (mc2fmu.models.motion.spring_energy): d its vector, ks = (k, L0) */",
+                 "MC2FMU_STATIC mc2fmu_real MC2FMU_(motion_spring)(const mc2fmu_real *d, const double *ks) {",
+                 "    mc2fmu_real out[1];", emit_c([spring]), "    return out[0];", "}", ""]
+    code += [
+            "/* every motion output (mc2fmu.models.motion.motion_outputs) */",
+            "MC2FMU_STATIC void MC2FMU_(motion)(const mc2fmu_real *x, const mc2fmu_real *xd, const double *theta, "
+            "mc2fmu_real *out) {",
+            "    mc2fmu_real kinetic = 0.0, potential = 0.0, v[8];",
+            "    int b, k;",
+            "    for (b = 0; b < MC2FMU_NB; b++) {",
+            "        const int o = mc2fmu_body_offset[b];",
+            "        double geo[4];",
+            "        geo[0] = mc2fmu_body_length[b];",
+            "        for (k = 0; k < 3; k++) geo[1 + k] = mc2fmu_body_com[3 * b + k];",
+            "        MC2FMU_(motion_body)(x + o, xd + o, theta + MC2FMU_BODY_SLOTS * b, theta + MC2FMU_PHYS_GRAVITY, geo, "
+            "v);",
+            "        for (k = 0; k < 6; k++) out[6 * b + k] = v[k];",
+            "        kinetic += v[6];",
+            "        potential += v[7];",
+            "    }"]
+    if n_s:
+        code += ["    for (b = 0; b < MC2FMU_NS; b++) {",
+                 "        mc2fmu_real d[3];",
+                 "        double ks[2];",
+                 "        int a;",
+                 "        for (a = 0; a < 3; a++) {",
+                 "            mc2fmu_real acc = mc2fmu_motion_e[3 * b + a];",
+                 "            for (k = mc2fmu_motion_row[3 * b + a]; k < mc2fmu_motion_row[3 * b + a + 1]; k++)",
+                 "                acc += mc2fmu_motion_val[k] * x[mc2fmu_motion_col[k]];",
+                 "            d[a] = acc;",
+                 "        }",
+                 "        ks[0] = theta[MC2FMU_PHYS_SPRINGS + 3 * b];",
+                 "        ks[1] = theta[MC2FMU_PHYS_SPRINGS + 3 * b + 2];",
+                 "        potential += MC2FMU_(motion_spring)(d, ks);",
+                 "    }"]
+    code += ["    out[6 * MC2FMU_NB] = kinetic;", "    out[6 * MC2FMU_NB + 1] = potential;", "}", ""]
+    return "\n".join(code)
 
 
 # ------------------------------------------------------------------ building

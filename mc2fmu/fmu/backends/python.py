@@ -35,6 +35,10 @@ from ...models.artifact import artifact_files
 from ..common import (LOG_CATEGORIES, MECHANISM_MEMBER, MODEL_PREFIX, artifact_members, model_digest, render,
                       require_manifold, runtime_config)
 from ..description import fmu_variables, model_description_fmi2
+from ...capabilities import kind as capability
+from ...mechanics.variants import parameter_vector
+from ...models.expr import emit_python
+from ...models.motion import MotionGeometry, traced as motion_traced
 
 #: what a physical variant changes that is no physical parameter (the items of
 #: :func:`~mc2fmu.mechanics.variants.physical_differences` ending so): input directions and
@@ -82,7 +86,9 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     if physics and "onnx/decoder.onnx" not in artifact.model.resources:  # for the reduced mass check
         raise ExportError(f"{model_dir}: the model has no ONNX graph onnx/decoder.onnx; train it again, or use "
                           "--backend native")
-    cfg = runtime_config(artifact, physics=physics)
+    # the motion outputs (decoder-manifold models with the decoder's graph: x and J give xd = J qd)
+    motion = "python" in capability(artifact.reducer).motion and "onnx/decoder.onnx" in artifact.model.resources
+    cfg = runtime_config(artifact, physics=physics, motion=motion)
     ident = cfg["model_identifier"]
     # a variant's FMU is another module than the trained model's (its physics and graphs differ)
     module = f"{ident}_{model_digest(model_dir, json.dumps(artifact.mechanism.to_dict(), sort_keys=True))[:12]}"
@@ -111,7 +117,7 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
                              mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/"),
                              rotations=_module_source(rotations), parameters=_module_source(parameters),
-                             local_linear=_module_source(local_linear)))
+                             local_linear=_module_source(local_linear), motion=_motion_source(artifact, motion)))
     built = work / "pythonfmu.fmu"
     cmd = [sys.executable, "-m", "pythonfmu", "build", "-f", str(script), "-d", str(built), "--no-external-tool",
            "--handle-state", "--serialize-state", *map(str, sorted(project.iterdir()))]
@@ -123,7 +129,8 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
         members = {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
     guid = ElementTree.fromstring(members["modelDescription.xml"]).get("guid")
     members["modelDescription.xml"] = model_description_fmi2(
-        fmu_variables(artifact, physics=physics), model_name=artifact.mechanism.name, model_identifier=ident, guid=guid,
+        fmu_variables(artifact, physics=physics, motion=motion), model_name=artifact.mechanism.name,
+        model_identifier=ident, guid=guid,
         description=artifact.description, generation_tool=f"mc2fmu {__version__} (pythonfmu backend)",
         stop_time=cfg["stop_time"], step_size=cfg["dt"], log_categories=LOG_CATEGORIES)
     if physics:  # the mechanism whose parameters it starts with (what `validate` compares a file with)
@@ -131,7 +138,18 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     write_zip(out, members)
     return {"onnx_max_difference": onnx_errors, "module": module,
             "model_identifier": ident, "physical_parameters": physics,
-            "variables": len(fmu_variables(artifact, physics=physics))}
+            "variables": len(fmu_variables(artifact, physics=physics, motion=motion))}
+
+
+def _motion_source(artifact, motion: bool) -> str:
+    """The slave's ``_motion_outputs(x, xd, theta)``: the motion outputs printed from
+    :func:`mc2fmu.models.motion.motion_outputs` (an empty list without them)."""
+    if not motion:
+        return textwrap.indent("def _motion_outputs(x, xd, theta):\n    return []", "    ")
+    model = artifact.model
+    geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
+    graph = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
+    return textwrap.indent(emit_python(graph, "_motion_outputs", ("x", "xd", "theta")), "    ")
 
 
 def dynamics_graphs(artifact, work: Path) -> tuple[dict[str, bytes], dict[str, float]]:
