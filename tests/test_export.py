@@ -243,7 +243,7 @@ def test_angle_latent_fmu_matches_simulate_through_full_revolutions(spinning_pen
 
 @pytest.mark.parametrize("name, dof", [("two_bar", 2), ("macpherson", 1)])
 def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, name, dof):
-    """The variable contract (then the physical parameters) and fmpy's validation on the other
+    """The variable contract (then the physical parameters and the motion outputs) and fmpy's validation on the other
     bundled mechanisms (2 DOF and two force inputs, springs; six spatial bodies).  Barely trained: only the export is checked."""
     from fmpy import read_model_description
     from fmpy.validation import validate_fmu
@@ -267,7 +267,9 @@ def test_every_bundled_mechanism_exports_a_valid_fmu(reference_run, tmp_path, na
     expected = [*mech.input_names, *(f"{b}.{c}" for b in mech.body_names for c in ("x", "y", "z", "qw", "qx", "qy", "qz")),
                 *(f"q[{i}]" for i in range(1, dof + 1)), *(f"qd[{i}]" for i in range(1, dof + 1)), "envelope",
                 *(f"q_start[{i}]" for i in range(1, dof + 1)), *(f"qd_start[{i}]" for i in range(1, dof + 1)),
-                *(p.name for p in physical_parameters(mech))]  # the physical parameters last
+                *(p.name for p in physical_parameters(mech)),  # the physical parameters, then the motion outputs
+                *(f"{b}.{c}" for b in mech.body_names for c in ("vx", "vy", "vz", "wx", "wy", "wz")),
+                "kinetic_energy", "potential_energy"]
     assert names == expected
     assert [v.valueReference for v in md.modelVariables] == list(range(1, len(expected) + 1))
 

@@ -742,20 +742,33 @@ MC2FMU_STATIC void MC2FMU_(poses)(const mc2fmu_real *x, mc2fmu_real *pose) {
    computes them from), as MC2FMU_(motion)(x, xd, theta, out). */
 #include "mc2fmu_motion.h"
 
-/* the motion outputs at (q, qd): x and xd = J qd from the network's value and Jacobian rows
-   (A, B: the network's scratch; x, xd: NX scratch each) */
-MC2FMU_STATIC void MC2FMU_(motion_at)(const mc2fmu_real *q, const mc2fmu_real *qd, const double *theta,
-                                     MC2FMU_(rows) A, MC2FMU_(rows) B, mc2fmu_real *x, mc2fmu_real *xd,
-                                     mc2fmu_real *out) {
-    MC2FMU_(rows) y = MC2FMU_(network)(q, A, B, MC2FMU_P);
-    int n, i;
-    for (n = 0; n < MC2FMU_NX; n++) {
+/* xd = J qd at the geometry's q (eval_geometry): the last hidden layer's Jacobian rows times qd,
+   through the output layer without its bias, de-normalised */
+MC2FMU_STATIC void MC2FMU_(terms_xd)(MC2FMU_(terms) *T, const mc2fmu_real *qd, mc2fmu_real *xd) {
+    MC2FMU_(rows) Z = MC2FMU_(terms_rows)(T);
+    const double *MC2FMU_RESTRICT WT = mc2fmu_WT[MC2FMU_NL - 1]; /* NH x NX */
+    mc2fmu_real vh[MC2FMU_NH];
+    int n, i, k;
+    for (n = 0; n < MC2FMU_NH; n++) {
         mc2fmu_real s = 0.0;
-        for (i = 0; i < MC2FMU_NQ; i++) s += y[1 + i][n] * qd[i];
-        x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
-        xd[n] = mc2fmu_x_scale[n] * s;
+        for (i = 0; i < MC2FMU_NQ; i++) s += Z[1 + i][n] * qd[i];
+        vh[n] = s;
     }
-    MC2FMU_(motion)(x, xd, theta, out);
+    for (k = 0; k < MC2FMU_NX; k++) {
+        mc2fmu_real s = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) s += WT[(size_t)n * MC2FMU_NX + k] * vh[n];
+        xd[k] = mc2fmu_x_scale[k] * s;
+    }
+}
+
+/* the motion outputs at (q, qd): x and xd = J qd from the decoder's geometry at q (cached in T:
+   at a co-simulation grid point the poses and the next step evaluate it there anyway); xd: NX
+   scratch */
+MC2FMU_STATIC void MC2FMU_(motion_at)(MC2FMU_(terms) *T, const mc2fmu_real *q, const mc2fmu_real *qd,
+                                     const double *theta, mc2fmu_real *xd, mc2fmu_real *out) {
+    MC2FMU_(eval_geometry)(q, T);
+    MC2FMU_(terms_xd)(T, qd, xd);
+    MC2FMU_(motion)(MC2FMU_(terms_x)(T), xd, theta, out);
 }
 #endif
 

@@ -455,11 +455,9 @@ struct mc2fmu_core {
     int motion_valid;
 #if MC2FMU_NMOTION > 0
     double motion[MC2FMU_NMOTION];      /* the motion outputs at the current state, if motion_valid */
-    double mx[MC2FMU_NX], mxd[MC2FMU_NX];
-    mc2fmu_layer_buf mA, mB;            /* the network's scratch for them */
+    double mxd[MC2FMU_NX];              /* their xd = J qd */
 #if MC2FMU_HAS_DIRECTIONAL
-    double _Complex cmx[MC2FMU_NX], cmxd[MC2FMU_NX];
-    mc2fmu_cs_layer_buf cmA, cmB;
+    double _Complex cmxd[MC2FMU_NX];
 #endif
 #endif
 };
@@ -1267,7 +1265,7 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     case MC2FMU_ROLE_MOTION:
         if (mc2fmu_physics_ready(c, var->name)) return MC2FMU_ERROR;
         if (!c->motion_valid) {
-            mc2fmu_motion_at(mc2fmu_cur_q(c), mc2fmu_cur_qd(c), c->s.phys, c->mA, c->mB, c->mx, c->mxd, c->motion);
+            mc2fmu_motion_at(&c->T, mc2fmu_cur_q(c), mc2fmu_cur_qd(c), c->s.phys, c->mxd, c->motion);
             c->motion_valid = 1;
         }
         *value = c->motion[var->index];
@@ -1409,7 +1407,8 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
 #if MC2FMU_NMOTION > 0
         if (need_motion) {
             double _Complex mc[MC2FMU_NMOTION];
-            mc2fmu_cs_motion_at(qc, qdc, c->s.phys, c->cmA, c->cmB, c->cmx, c->cmxd, mc);
+            c->Tc.valid = 0;
+            mc2fmu_cs_motion_at(&c->Tc, qc, qdc, c->s.phys, c->cmxd, mc);
             for (i = 0; i < MC2FMU_NMOTION; i++) motion[i] = cimag(mc[i]) / h;
         }
 #endif
