@@ -42,7 +42,7 @@ from ..capabilities import require
 from ..errors import ExportError
 from ..files import atomic_output
 from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
-from ..mechanics.variants import parameter_vector
+from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD
 from ..models.expr import emit_modelica
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
@@ -550,15 +550,11 @@ def _theta_leaf(mech):
     """``leaf("theta", k)``: the Modelica parameter of the physical parameter vector's slot
     ``k`` (:func:`mc2fmu.mechanics.variants.parameter_vector`'s order; the off-diagonal inertia
     of a body given principal moments is 0)."""
-    names: list[str] = []
-    for b in mech.bodies:
-        names += [f"{b.name}_mass"] + [f"{b.name}_com[{i + 1}]" for i in range(3)]
-        principal = principal_inertia(b)
-        names += [f"{b.name}_inertia[{i + 1}]" for i in range(3)]
-        names += ["0.0"] * 3 if principal else [f"{b.name}_inertia[{i + 4}]" for i in range(3)]
-    names += [f"gravity[{a + 1}]" for a in range(3)]
-    for sp in mech.springs:  # a recorded spring's damping is no parameter; the motion outputs do not read it
-        names += [f"{sp.name}_stiffness", f"{sp.name}_damping", f"{sp.name}_length"]
+    principal = {b.name for b in mech.bodies if principal_inertia(b)}
+    # parameter_names' slots, as the Modelica parameters (`body.com[1]` -> `body_com[1]`); a recorded
+    # spring's damping is no parameter, but the motion outputs do not read it
+    names = ["0.0" if n.split(".")[0] in principal and re.search(r"\.inertia\[[456]\]$", n) else n.replace(".", "_", 1)
+             for n in parameter_names(mech)]
 
     def leaf(name: str, i: int) -> str:
         return {"x": lambda: f"x[{i + 1}]", "xd": lambda: f"xd[{i + 1}]", "theta": lambda: names[i]}[name]()

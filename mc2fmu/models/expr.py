@@ -18,6 +18,7 @@ the native FMU's dynamics header, which includes it once for ``double`` and once
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -184,6 +185,7 @@ def _const(v: float) -> str:
 
 
 _C_BINARY = {"+": "+", "-": "-", "*": "*", "/": "/"}
+_PYTHON_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 #: the deepest nesting of parentheses an inlined expression gets before it becomes a
 #: temporary: a long sum (an energy over 81 bodies) printed as one expression nested 800 deep,
 #: past pymoca's parser (it failed between 160 and 163) and slow for C compilers
@@ -278,6 +280,6 @@ def evaluate(outputs: Sequence, values: dict[str, Sequence]) -> list:
             v = sqrt(cache[id(node.args[0])])
         else:
             a, b = (cache[id(x)] for x in node.args)
-            v = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}[node.op]()
+            v = _PYTHON_BINARY[node.op](a, b)
         cache[id(node)] = v
     return [cache[id(o)] for o in outs]

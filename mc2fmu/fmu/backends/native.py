@@ -460,13 +460,7 @@ def render_motion(artifact, variables) -> str:
         return head
     springs = manifold_model(artifact).springs
     n_s = len(springs.D)
-    rows, cols, vals = [0], [], []
-    for k in range(n_s):
-        for a in range(3):
-            nz = np.flatnonzero(springs.D[k, a])
-            cols += nz.tolist()
-            vals += springs.D[k, a, nz].tolist()
-            rows.append(len(cols))
+    rows, cols, vals = _csr(springs.D.reshape(3 * n_s, springs.D.shape[-1]))
     data = ["#ifndef MC2FMU_MOTION_DATA", "#define MC2FMU_MOTION_DATA",
             "/* spring s, axis a: d = e + sum D x over its row 3 s + a (CSR) */"]
     if n_s:
