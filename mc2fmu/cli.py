@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "parameters (masses, centres of mass, inertias, gravity, springs, input directions and "
                         "points), whose values the model then uses")
     p.add_argument("run", metavar="RUN", help="pose export whose initial state and inputs drive the model")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="poses + q, qd, envelope (.csv, .csv.gz, .npz)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="poses + q, qd, envelope and motion outputs (.csv, .csv.gz, .npz)")
 
     p = command("linearize", _cmd_linearize,
                 "the reduced model's A, B, C, D at an equilibrium (or a given state) -> JSON", LINEARIZE_HELP)
@@ -440,7 +440,10 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 SIMULATE_HELP = """\
 Roll a trained reduced model out from a run's initial state with the run's inputs, and
 write poses in the pose-export layout (so any tool can compare them with the run), plus
-q[i], qd[i] and envelope (0 inside the training range, growing outside).  Prints the
+q[i], qd[i], envelope (0 inside the training range, growing outside) and, for
+decoder-manifold models, the FMU's motion outputs: <body>.vx/.vy/.vz (the body-frame
+origin's velocity), <body>.wx/.wy/.wz (angular velocity, global frame), kinetic_energy and
+potential_energy (gravity and springs, J).  Prints the
 position NRMSE against the run and when the envelope flag first rose.
 
 Physical variants: MECHANISM may differ from the trained mechanism file in masses, centres

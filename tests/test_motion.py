@@ -250,3 +250,95 @@ def test_energies_equal_the_mass_matrix_and_gravity_of_other_parameters():
     pe = -x @ f_g + (0.5 * k * (lengths - L0) ** 2).sum(axis=1)
     assert np.allclose(out[:, -2], ke, rtol=1e-12, atol=0)
     assert np.allclose(out[:, -1], pe, rtol=1e-12, atol=1e-12 * np.abs(pe).max())
+
+
+def _free_run_energy(art, x0: np.ndarray, u0: np.ndarray, seconds: float, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """Total energy (kinetic + potential, motion outputs) and kinetic energy of ``art``'s model
+    stepped at ``dt`` from the state of the NC samples ``x0`` (3, n), the input held at
+    ``u0`` (global forces only: their potential ``-(f_B u0) . x`` is added)."""
+    from dataclasses import replace
+
+    from mc2fmu.models.simulate import motion_series, trajectory
+
+    model = replace(art.model, dt=dt)
+    q0, qd0 = art.initial_state_of(x0)
+    n = int(round(seconds / dt)) + 1
+    res = trajectory(model, q0, qd0, np.tile(u0, (n, 1)))
+    assert np.isfinite(res["q"]).all()
+    out = motion_series(replace(art, model=model), res["q"], res["qd"])
+    load = res["x"] @ (model.f_B @ u0)
+    return out["kinetic_energy"] + out["potential_energy"] - load, out["kinetic_energy"]
+
+
+@pytest.mark.parametrize("name", ["four_bar", "macpherson"])
+def test_an_undamped_free_run_conserves_the_output_energy_at_the_step_maps_order(trained, reference_run, name):
+    """The reduced ODE of any decoder is Lagrangian (``M_q = J^T M J``, gravity and springs
+    conservative), so without damping the energy the motion outputs report is conserved up to
+    the step map's error: halving the step divides the largest drift by 2^order (the centred
+    map: 4).  A wrong kinetic energy (e.g. without the centre-of-mass offset), a wrong sign of
+    gravity's potential or a spring's energy that is not its force's potential would not
+    converge.  Four-bar (gravity; its input a torque, held at zero) and the MacPherson strut
+    with its damping set to zero (spring and gravity; its vertical load held at the run's
+    mean, whose potential is added)."""
+    from dataclasses import replace
+
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.step_maps import get_step_map
+
+    model_dir, _, run_path = trained(name)
+    art = load_artifact(model_dir)
+    mech = art.mechanism
+    if mech.springs:
+        art, diffs = art.for_mechanism(replace(mech, springs=tuple(replace(s, damping=0.0) for s in mech.springs)),
+                                       "undamped")
+        assert diffs
+    assert not np.any(art.model.springs.c) if art.model.springs is not None else True
+    run = reference_run(name, "train")
+    x = nc_from_poses(art.layout, run["origin"], run["rotation"])
+    global_force = ~np.any(art.model.f_C.reshape(art.n_u, -1), axis=1) if art.n_u else np.zeros(0, bool)
+    u0 = np.where(global_force, run["u"].mean(axis=0), 0.0)
+    drifts = []
+    for f in (1, 2, 4):
+        e, kin = _free_run_energy(art, x[200:203], u0, 0.25, art.dt / f)
+        assert kin.max() > 1e-3 * run["kinetic_energy"].max()  # it moves
+        drifts.append(np.abs(e - e[0]).max() / kin.max())
+    order = get_step_map(art.model.step_map_name).order
+    observed = np.log2(np.array(drifts[:-1]) / np.array(drifts[1:]))
+    assert np.all(np.abs(observed - order) < 0.2), (drifts, observed)
+    assert drifts[0] < 1e-2
+
+
+def test_simulate_writes_velocities_that_differentiate_its_positions(trained, tmp_path):
+    """`mc2fmu simulate`'s motion columns: the origin velocities equal the central difference
+    of the written origins, the angular velocities that of the written rotations
+    (``[w]x = R' R^T``), to 1e-3 of their rms (the difference's own error is O(dt^2))."""
+    from mc2fmu.cli import main
+    from mc2fmu.data.poses import _read_table
+    from mc2fmu.mechanics.rotations import quaternion_to_matrix
+
+    model_dir, mech_path, run_path = trained("four_bar")
+    out = tmp_path / "sim.csv"
+    assert main(["simulate", str(model_dir), str(mech_path), str(run_path), "-o", str(out)]) == 0
+    columns, values = _read_table(out)
+    table = dict(zip(columns, values.T))
+    mech = load_mechanism(mech_path)
+    t = table["time"]
+    dt = t[1] - t[0]
+    n = min(len(t), 3000)
+    v, fd, w, w_fd = [], [], [], []
+    for b in mech.body_names:
+        p = np.stack([table[f"{b}.{c}"][:n] for c in "xyz"], axis=1)
+        v.append(np.stack([table[f"{b}.v{c}"][1:n - 1] for c in "xyz"], axis=1))
+        fd.append((p[2:] - p[:-2]) / (2 * dt))
+        R = quaternion_to_matrix(np.stack([table[f"{b}.q{c}"][:n] for c in "wxyz"], axis=1))
+        W = np.einsum("tij,tkj->tik", (R[2:] - R[:-2]) / (2 * dt), R[1:-1])
+        w_fd.append(np.stack([W[:, 2, 1], W[:, 0, 2], W[:, 1, 0]], axis=1))
+        w.append(np.stack([table[f"{b}.w{c}"][1:n - 1] for c in "xyz"], axis=1))
+    # one scale for all bodies: the written origin is the polar factor's (poses_from_nc), the
+    # velocity the rate of the points' affine combination; for a decoded x that is not exactly
+    # rigid (this briefly trained model: ~1e-4 of the motion) they differ by that much
+    for got, want in ((np.array(v), np.array(fd)), (np.array(w), np.array(w_fd))):
+        rms = np.sqrt(np.mean(want ** 2))
+        assert rms > 0
+        assert np.sqrt(np.mean((got - want) ** 2)) <= 1e-3 * rms
+    assert np.isfinite(table["kinetic_energy"][:n]).all() and np.isfinite(table["potential_energy"][:n]).all()

@@ -75,6 +75,31 @@ def rollout(model, q_prev: np.ndarray, q0: np.ndarray, u: np.ndarray) -> np.ndar
     return out
 
 
+def motion_series(artifact, q: np.ndarray, qd: np.ndarray) -> dict[str, np.ndarray] | None:
+    """The motion outputs (:mod:`mc2fmu.models.motion`: per body the origin's velocity and the
+    angular velocity, then ``kinetic_energy``, ``potential_energy``) at the states ``q``, ``qd``
+    (n_t, m), by name, as an FMU of ``artifact`` outputs them at the model's physical
+    parameters; None for a model kind without them (the capability table's ``motion``).
+    Non-finite states give NaN rows."""
+    from ..capabilities import kind
+    from ..mechanics.variants import parameter_vector
+    from . import motion
+
+    if not kind(artifact.reducer).motion:
+        return None
+    model = artifact.model
+    q, qd = np.atleast_2d(np.asarray(q, dtype=np.float64)), np.atleast_2d(np.asarray(qd, dtype=np.float64))
+    ok = np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1)
+    geometry = motion.MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
+    values = np.full((len(q), geometry.n_outputs), np.nan)
+    if ok.any():
+        x, J, _ = model.decode_jh(q[ok])
+        values[ok] = motion.evaluate(geometry, x, np.einsum("bnm,bm->bn", J, qd[ok]),
+                                     parameter_vector(artifact.mechanism))
+    names = [n for n, _, _ in motion.output_names(artifact.mechanism.body_names)]
+    return {n: values[:, i] for i, n in enumerate(names)}
+
+
 def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
     """Roll the model out on a run's inputs from the run's initial state.
 

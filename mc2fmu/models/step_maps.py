@@ -26,6 +26,9 @@ class StepMap:
 
     name: str = ""
     description: str = ""
+    #: global order of accuracy (an undamped free run's energy drift falls as dt^order:
+    #: benchmarks/motion_outputs.py)
+    order: int = 0
 
     def step(self, acceleration: Callable[[Array], Array], q_prev: Array, q: Array, dt) -> Array:
         raise NotImplementedError
@@ -40,6 +43,7 @@ class PaperMap(StepMap):
 
     name = "paper"
     description = "seed 000 Algorithm 1: velocity (q_i - q_{i-1})/dt in G_m"
+    order = 1
 
     def step(self, acceleration, q_prev, q, dt):
         return 2.0 * q - q_prev + dt * dt * acceleration((q - q_prev) / dt)
@@ -55,6 +59,7 @@ class CentredMap(StepMap):
 
     name = "centred"
     description = "Stormer-Verlet with a centred velocity in G_m (one fixed-point pass)"
+    order = 2
 
     def step(self, acceleration, q_prev, q, dt):
         base = 2.0 * q - q_prev

@@ -8,12 +8,13 @@ from ..data.poses import read_run, write_run
 from ..mechanics.mechanism import load_mechanism
 from ..mechanics.natural import nc_from_poses, poses_from_nc
 from ..models.artifact import load_artifact
-from ..models.simulate import simulate_run
+from ..models.simulate import motion_series, simulate_run
 from .metrics import position_nrmse, rotation_error
 
 
 def simulate_file(model_dir, mechanism_path, run_path, out) -> dict:
-    """Roll out on a run and write poses + q, qd, envelope (pose-export layout); return the
+    """Roll out on a run and write poses + q, qd, envelope and, for the model kinds that have
+    them, an FMU's motion outputs (pose-export layout); return the
     accuracy and ``changed``: the physical parameters the mechanism file changes from the
     trained ones (:meth:`~mc2fmu.models.artifact.ModelArtifact.for_mechanism`), whose values
     the rollout uses."""
@@ -29,8 +30,9 @@ def simulate_file(model_dir, mechanism_path, run_path, out) -> dict:
     rot = np.tile(np.eye(3), (*run.origin.shape[:2], 1, 1))
     if ok.any():
         origin[ok], rot[ok] = poses_from_nc(art.layout, res["x"][ok])
+    extra = {"q": res["q"], "qd": res["qd"], "envelope": res["envelope"]}
     write_run(out, run.t, mech.body_names, origin, rot, mech.input_names, run.u,
-              extra={"q": res["q"], "qd": res["qd"], "envelope": res["envelope"]})
+              extra={**extra, **(motion_series(art, res["q"], res["qd"]) or {})})
     exit_index = art.envelope.first_exit(res["envelope"])
     return {
         "changed": changed,
