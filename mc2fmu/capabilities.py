@@ -65,7 +65,9 @@ class Kind:
     chart: bool = False  # it runs on an autoencoder's coordinates (its config's --from; else one is trained first)
     seeds: bool = False  # its config's --seeds trains several seeds and keeps the best
     # the targets ("native", "python", "modelica", "casadi") whose output of its models has the motion
-    # outputs (mc2fmu/models/motion.py: body velocities, angular velocities, kinetic and potential energy)
+    # outputs (mc2fmu/models/motion.py: body velocities, angular velocities, kinetic and potential energy).
+    # A model on a chart (node, local-PCA) reports those of its decoded motion: x = decode(q),
+    # xd = J(q) qd at the q, qd it outputs, with the trained mechanism's masses, gravity and springs
     motion: frozenset = frozenset()
 
     def pairs(self, backend: str) -> frozenset:
@@ -88,12 +90,14 @@ KINDS: dict[str, Kind] = {
                  "casadi": "the CasADi export writes decoder-manifold models (the autoencoder reducer's), not yet a "
                            "node model's neural ODE; export it as an FMU (--format fmu)",
                  "linearize": "linearize reads a decoder-manifold model (the autoencoder reducer's), not yet a node "
-                              "model's neural ODE"}, chart=True),
+                              "model's neural ODE"}, chart=True,
+        motion=frozenset({"native", "python"})),
     "local-pca": Kind(
         "local-pca", "local-pca", False,
         "its Algorithm 1 switches clusters between steps, so it has no continuous right-hand side",
         {"native": CS_PAIRS, "python": _PYTHON_PAIRS},
-        refused={"modelica": "", "casadi": "", "linearize": ""}, chart=True),
+        refused={"modelica": "", "casadi": "", "linearize": ""}, chart=True,
+        motion=frozenset({"native", "python"})),
 }
 for _kind in KINDS.values():  # a discrete-time model is refused every continuous target for that reason
     for _target in ("modelica", "casadi", "linearize"):

@@ -368,8 +368,9 @@ def test_the_reducers_fmus_off_grid_outputs_and_saved_states(fitted, reducer_fmu
 
 def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, reducer_fmu, tmp_path):
     """Model exchange: der(qd) is the numpy network's acceleration, and the complex-step
-    directional derivatives of every state derivative and output along q, qd and u equal
-    five-point differences of the numpy model (its network, decoder and rotations) to 1e-8."""
+    directional derivatives of every state derivative and output (the motion outputs of the
+    decoded q, qd included) along q, qd and u equal five-point differences of the numpy model
+    (its network, decoder and rotations) to 1e-8."""
     from mc2fmu.mechanics.natural import poses_from_nc
     from mc2fmu.mechanics.rotations import matrix_to_quaternion
     from mc2fmu.models.envelope import sample_points
@@ -383,12 +384,15 @@ def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, 
                               "states": np.hstack([q, qd]).tolist(), "u": u.tolist()}, tmp_path)
     assert res["knowns"] == ["q[1]", "qd[1]", "tau"]
 
+    from mc2fmu.models.simulate import motion_series
+
     def f(z):
         qq, vv, uu = z[None, :1], z[None, 1:2], z[None, 2:]
         origin, rotation = poses_from_nc(art.layout, art.model.decode(qq))
         pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()
         env = art.envelope.distance(qq, vv, uu)[0]
-        return np.concatenate([pose, qq[0], vv[0], [env], vv[0], art.model.acceleration(qq, vv, uu)[0]])
+        motion = [v[0] for v in motion_series(art, qq, vv).values()]  # the motion of the decoded q, qd
+        return np.concatenate([pose, qq[0], vv[0], [env], vv[0], art.model.acceleration(qq, vv, uu)[0], motion])
 
     for k in range(len(q)):
         z = np.concatenate([q[k], qd[k], u[k]])
@@ -396,4 +400,70 @@ def test_the_node_fmus_directional_derivatives_equal_finite_differences(fitted, 
         J, J_fd = np.array(res["J"][k]), _finite_difference_jacobian(f, z)
         scale = np.maximum(1.0, np.abs(J_fd).max(axis=1, keepdims=True))
         assert (np.abs(J - J_fd) / scale).max() <= 1e-8
-        assert np.abs(J[-1]).max() > 1e-3  # d qdd / d(q, qd, u) is not trivially zero
+        assert np.abs(J[-9]).max() > 1e-3  # d qdd / d(q, qd, u) is not trivially zero
+
+
+@pytest.mark.parametrize("reducer,backend", COSIM)
+def test_the_reducers_fmus_report_the_motion_of_their_decoded_coordinates(fitted, reducer_fmu, spinning_pendulum,
+                                                                          tmp_path, backend, reducer):
+    """Node and local-PCA FMUs output the motion of their decoded coordinates (the capability
+    table's ``motion``): every motion output under fmpy equals `mc2fmu simulate`'s
+    (:func:`~mc2fmu.models.simulate.motion_series` of its q, qd) to 1e-9 of its kind's largest
+    magnitude (velocities, angular velocities, energies), and the pendulum's formulas on the
+    model's own decoded motion (pivot at the body's origin): the origin at rest, the angular
+    velocity the rate of its rotation angle, the kinetic energy 1/2 J_p theta'^2 and the
+    potential m g l sin(theta), to 1e-3 of their range (the central difference's error)."""
+    from mc2fmu.capabilities import kind
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.mechanics.natural import nc_from_poses
+    from mc2fmu.models.simulate import motion_series
+    from tests.fmu_helpers import run_json, start_values
+
+    assert backend in kind(reducer).motion
+    out, _ = fitted(reducer)
+    art = load_artifact(out)
+    mech_path, run_path, _ = spinning_pendulum
+    run = read_run(run_path, load_mechanism(mech_path))
+    n = 1500
+    res = simulate_run(art, nc_from_poses(art.layout, run.origin, run.rotation), run.u)
+    want = motion_series(art, res["q"][:n], res["qd"][:n])
+    req = {"kind": "steps", "fmu": str(reducer_fmu(2, "cs", backend, reducer)), "start": start_values(out),
+           "inputs": ["tau"], "u": run.u[: n - 1].tolist(), "h": 1e-3, "n_steps": n - 1}
+    got = run_json(Path(__file__).with_name("fmpy_sim.py"), req, tmp_path)
+    assert got["failure"] is None
+    y = np.array(got["y"])
+    assert len(y) >= n - 1
+    def kind_of(name: str) -> str:  # velocities, angular velocities, energies: one scale each
+        return name.rsplit(".", 1)[-1][0] if "." in name else "energy"
+
+    scale = {}
+    for name, values in want.items():
+        scale[kind_of(name)] = max(scale.get(kind_of(name), 0.0), np.abs(values).max())
+    # the origin is the fixed pivot: its velocity's scale is that of the body's points
+    scale["v"] = max(scale["v"], scale["w"] * max(b.length for b in art.layout.bodies))
+    for name, values in want.items():
+        col = y[: n - 1, got["outputs"].index(name)]
+        # the FMU's row k is the state after step k: simulate's sample k + 1
+        assert np.abs(col - values[1:n]).max() <= 1e-9 * scale[kind_of(name)], name
+    # the pendulum's formulas on the model's own decoded motion (its rotation's angle; the
+    # pivot is the body's origin): m 1.5 kg, centre of mass 0.4 m from the pivot, J_c 0.02
+    # kg m^2, gravity 9.81 m/s^2 along -y (tests/conftest.py)
+    from mc2fmu.mechanics.natural import poses_from_nc
+
+    m, l, g = 1.5, 0.4, 9.81
+    jp = 0.02 + m * l * l
+    R = poses_from_nc(art.layout, art.model.chart.decode(res["q"][:n]))[1][:, 0]
+    angle = np.unwrap(np.arctan2(R[:, 1, 0], R[:, 0, 0]))
+    rate = np.gradient(angle, 1e-3)
+    keep = np.ones(n, bool)
+    keep[:5] = keep[-5:] = False
+    if reducer == "local-pca":  # a cluster switch projects the state: q jumps, no rate there
+        for k in np.flatnonzero(np.diff(res["states"][:n, 0])) + 1:
+            keep[k - 1:k + 1] = False  # the central differences that span the jump
+    assert keep.mean() > 0.5
+    for name, ref in (("arm.wz", rate), ("kinetic_energy", 0.5 * jp * rate ** 2),
+                      ("potential_energy", m * g * l * np.sin(angle))):
+        assert np.abs(want[name][keep] - ref[keep]).max() <= 1e-3 * np.ptp(ref), name
+    for name in ("arm.vx", "arm.vy", "arm.vz", "arm.wx", "arm.wy"):
+        assert np.abs(want[name]).max() <= 1e-3 * np.abs(rate).max() * l, name

@@ -79,15 +79,16 @@ def motion_series(artifact, q: np.ndarray, qd: np.ndarray) -> dict[str, np.ndarr
     """The motion outputs (:mod:`mc2fmu.models.motion`: per body the origin's velocity and the
     angular velocity, then ``kinetic_energy``, ``potential_energy``) at the states ``q``, ``qd``
     (n_t, m), by name, as an FMU of ``artifact`` outputs them at the model's physical
-    parameters; None for a model kind without them (the capability table's ``motion``).
-    Non-finite states give NaN rows."""
+    parameters; None for a model kind without them (the capability table's ``motion``).  A
+    model on a chart (node, local-PCA) gives those of its decoded motion (``x = decode(q)``,
+    ``xd = J(q) qd`` through the chart).  Non-finite states give NaN rows."""
     from ..capabilities import kind
     from ..mechanics.variants import parameter_vector
     from . import motion
 
     if not kind(artifact.reducer).motion:
         return None
-    model = artifact.model
+    model = getattr(artifact.model, "chart", artifact.model)  # the decoder-manifold model that decodes q
     q, qd = np.atleast_2d(np.asarray(q, dtype=np.float64)), np.atleast_2d(np.asarray(qd, dtype=np.float64))
     ok = np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1)
     geometry = motion.MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)

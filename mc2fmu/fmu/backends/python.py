@@ -86,7 +86,8 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     if physics and "onnx/decoder.onnx" not in artifact.model.resources:  # for the reduced mass check
         raise ExportError(f"{model_dir}: the model has no ONNX graph onnx/decoder.onnx; train it again, or use "
                           "--backend native")
-    # the motion outputs (decoder-manifold models with the decoder's graph: x and J give xd = J qd)
+    # the motion outputs (models with the decoder's graph: x and J give xd = J qd; node models trained
+    # before their graphs had it have none)
     motion = "python" in capability(artifact.reducer).motion and "onnx/decoder.onnx" in artifact.model.resources
     cfg = runtime_config(artifact, physics=physics, motion=motion)
     ident = cfg["model_identifier"]
@@ -146,7 +147,7 @@ def _motion_source(artifact, motion: bool) -> str:
     :func:`mc2fmu.models.motion.motion_outputs` (an empty list without them)."""
     if not motion:
         return textwrap.indent("def _motion_outputs(x, xd, theta):\n    return []", "    ")
-    model = artifact.model
+    model = getattr(artifact.model, "chart", artifact.model)  # a node or local-PCA model's chart
     geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
     graph = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
     return textwrap.indent(emit_python(graph, "_motion_outputs", ("x", "xd", "theta")), "    ")

@@ -4,7 +4,9 @@
   classical RK4 step of the neural ODE (:func:`mc2fmu.models.node.rk4_step` on
   :func:`~mc2fmu.models.node.node_acceleration`, the functions training and the run-time
   model use), ``dt`` and the normalisations float64 constants;
-* ``positions``: ``q`` -> ``x``, the chart's decoder (as the autoencoder's graph of that name).
+* ``positions``: ``q`` -> ``x``, the chart's decoder (as the autoencoder's graph of that name);
+* ``decoder``: ``q`` -> ``x``, ``J``, ``H``, the chart's decoder with its derivatives (the
+  autoencoder's graph of that name): the motion outputs' ``xd = J qd``.
 
 Compared with torch at points spread over the training envelope by the autoencoder's
 :func:`~mc2fmu.reducers.autoencoder.graphs.check_graph`; a difference above its tolerance is
@@ -22,7 +24,7 @@ from torch import nn
 from ...models.envelope import sample_points
 from ...models.mlp import get_activation
 from ...models.node import NodeScales, node_acceleration, rk4_step
-from ..autoencoder.graphs import F64, GraphSpec, PositionsGraph, export_checked
+from ..autoencoder.graphs import F64, DecoderGraph, GraphSpec, PositionsGraph, export_checked, graph_specs
 from ..autoencoder.torch_model import from_runtime
 
 _SCALES = ("q_mean", "q_scale", "qd_mean", "qd_scale", "u_mean", "u_scale", "a_mean", "a_scale")
@@ -57,11 +59,13 @@ class _NodeStepGraph(nn.Module):
 
 def node_graphs(model, envelope, work: str | os.PathLike, check_points: int = 16
                 ) -> tuple[dict[str, bytes], dict[str, float]]:
-    """``{"onnx/node_step.onnx": bytes, "onnx/positions.onnx": bytes}`` of a
-    :class:`~mc2fmu.models.charted.NodeModel` and the measured max relative difference to
-    torch per graph; raises :class:`ExportError` above the autoencoder's tolerance."""
+    """``{"onnx/node_step.onnx": bytes, "onnx/positions.onnx": bytes, "onnx/decoder.onnx": bytes}``
+    of a :class:`~mc2fmu.models.charted.NodeModel` (the chart's decoder with its Jacobian gives
+    the motion outputs' ``xd = J qd``) and the measured max relative difference to torch per
+    graph; raises :class:`ExportError` above the autoencoder's tolerance."""
     u = ("u",) if model.n_u else ()
+    chart = from_runtime(model.chart)
     specs = {"node_step": GraphSpec("node_step", ("q", "qd", *u), ("q_next", "qd_next")),
-             "positions": GraphSpec("positions", ("q",), ("x",))}
-    modules = {"node_step": _NodeStepGraph(model), "positions": PositionsGraph(from_runtime(model.chart))}
+             "positions": GraphSpec("positions", ("q",), ("x",)), "decoder": graph_specs(model.n_u)["decoder"]}
+    modules = {"node_step": _NodeStepGraph(model), "positions": PositionsGraph(chart), "decoder": DecoderGraph(chart)}
     return export_checked(specs, modules, sample_points(envelope, model.chart, check_points), work)
