@@ -8,7 +8,7 @@ whether it has a continuous right-hand side ``qdd = f(q, qd, u)`` (model exchang
 CasADi and ``linearize`` need one), the FMU backends with the (FMI version, interface) pairs
 each writes, whether its FMUs carry the physical parameters, and per target the reason it is
 refused (None: supported).  A model's *content* can rule a target out too (a learned spring
-law of another shape than a target writes, identified terms a target does not carry): those
+law of another shape than a target writes, an activation it does not write): those
 rules are :data:`CONTENT_RULES`, by target.
 
 Targets (:data:`TARGETS`): ``fmu`` (with a backend, :data:`BACKENDS`), ``modelica``,
@@ -112,11 +112,6 @@ def _learned_laws(model) -> list:
     return list(laws.laws) if laws is not None else []
 
 
-def _identified(model) -> bool:
-    lib = getattr(model, "library", None)
-    return lib is not None and len(lib.active) > 0
-
-
 #: the learned spring laws' hidden widths, g 1 -> 16 -> 16 -> 1 and h 3 -> 16 -> 16 -> 1, tanh:
 #: what training makes (:data:`mc2fmu.models.spring_laws.HIDDEN` is this) and the native C is
 #: generated for (compile-time sizes)
@@ -177,11 +172,7 @@ def _activation(model) -> str | None:
 CONTENT_RULES: dict[str, tuple[Callable[[Any], str | None], ...]] = {
     "fmu:native": (_native_networks, _native_law),
     "modelica": (_activation, _modelica_law),
-    "casadi": (
-        lambda m: "the model has identified terms (--identify), which --format casadi does not carry yet; export an "
-                  "FMU instead" if _identified(m) else None,
-        lambda m: "the model has learned spring laws (law = \"recorded\"), which --format casadi does not carry yet; "
-                  "export an FMU instead" if _learned_laws(m) else None),
+    "casadi": (_activation,),
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mc2fmu import capabilities
@@ -89,12 +90,28 @@ def test_every_cli_refusal_of_an_fmu_interface_is_the_tables(models, tmp_path, c
 
 
 def test_content_rules_refuse_with_their_reason(trained, tmp_path, capsys):
-    """A model's content rules a target out: identified terms and a learned spring law keep a
-    model from the CasADi export, with the rule's message."""
-    for name, needle in (("four_bar_friction", "identified terms"), ("macpherson_nl", "learned spring laws")):
-        model = trained(name)[0]
-        code, err = _refusal(capsys, ["export", model, "--format", "casadi", "-o", tmp_path / "m.casadi"])
-        assert code != 0 and needle in err, (name, err)
-        from mc2fmu.models.artifact import load_artifact
+    """A model's content rules a target out: a learned spring law of another shape than the
+    generated C and Modelica write (here: one hidden layer of 8) keeps the model from the
+    native backend and the Modelica export, with the rule's message, while the CasADi export
+    (which evaluates the law's own code) and the python backend take it."""
+    from dataclasses import replace
 
-        assert any(needle in p for p in capabilities.problems(load_artifact(model), "casadi"))
+    from mc2fmu.models.artifact import load_artifact, save_artifact
+    from mc2fmu.models.mlp import MLPWeights
+
+    art = load_artifact(trained("macpherson_nl")[0])
+    laws = art.model.springs.laws
+    rng = np.random.default_rng(0)
+    g = MLPWeights((rng.normal(size=(8, 1)), rng.normal(size=(1, 8))), (np.zeros(8), np.zeros(1)), "tanh")
+    other = replace(laws, laws=(replace(laws.laws[0], g=g),) + laws.laws[1:])
+    model = replace(art.model, springs=replace(art.model.springs, laws=other))
+    model_dir = save_artifact(tmp_path / "other-law", replace(art, model=model))
+    assert capabilities.problems(load_artifact(model_dir), "casadi") == []
+    assert capabilities.problems(load_artifact(model_dir), "fmu", "python") == []
+    for target, args, needle in (("fmu", ["--backend", "native", "-o", tmp_path / "m.fmu"], "native backend"),
+                                 ("modelica", ["--format", "modelica", "-o", tmp_path / "M.mo"], "Modelica export")):
+        code, err = _refusal(capsys, ["export", model_dir, *args])
+        assert code != 0 and "spring law 0" in err and needle in " ".join(err.split()), (target, err)
+        assert not Path(args[-1]).exists()
+        assert any("spring law 0" in p for p in capabilities.problems(load_artifact(model_dir), target,
+                                                                      "native" if target == "fmu" else None))

@@ -101,3 +101,36 @@ def test_mpc_example_tracks_a_step(models, tmp_path):
     line = proc.stdout.strip().splitlines()[-1]
     final = float(line.split("error at the end ")[1].split(",")[0])
     assert final <= 1e-3, line
+
+
+@pytest.mark.parametrize("name", ["four_bar_friction", "macpherson_nl"])
+def test_function_carries_identified_terms_and_learned_laws(trained, tmp_path, name):
+    """Identified terms (four_bar_friction, --identify) and a recorded spring's learned law
+    (macpherson_nl) go into the function: its qdd equals the numpy run-time model's over the
+    envelope to 1e-12 of the accelerations' scale, and differs from the model's without those
+    terms (so they are there, not dropped)."""
+    from dataclasses import replace
+
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.envelope import sample_points
+
+    model_dir = trained(name)[0]
+    out = tmp_path / "m.casadi"
+    assert main(["export", str(model_dir), "--format", "casadi", "-o", str(out)]) == 0
+    fn = ca.Function.load(str(out))
+    model = load_artifact(model_dir).model
+    if name == "four_bar_friction":
+        assert model.library is not None and np.any(model.library.Xi)
+        without = replace(model, library=None)
+    else:
+        assert model.springs.laws is not None and len(model.springs.laws)
+        without = replace(model, springs=replace(model.springs, laws=None))
+    art = load_artifact(model_dir)
+    diff, scale, moved = 0.0, 1.0, 0.0
+    for p in sample_points(art.envelope, model, 16, seed=5):
+        qdd = np.array(fn(p["q"][0], p["qd"][0], p["u"][0])[0]).ravel()
+        ref = model.acceleration(p["q"], p["qd"], p["u"])[0]
+        diff, scale = max(diff, np.abs(qdd - ref).max()), max(scale, np.abs(ref).max())
+        moved = max(moved, np.abs(ref - without.acceleration(p["q"], p["qd"], p["u"])[0]).max())
+    assert diff / scale <= 1e-12, diff / scale
+    assert moved > 1e-6 * scale

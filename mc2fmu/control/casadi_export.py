@@ -16,8 +16,10 @@ energy, at the exported mechanism's physical parameters; the FMUs' ``<body>.vx .
 printed from, evaluated on CasADi's symbols with ``xd = J qd``.  Load it with ``casadi.Function.load("MODEL.casadi")``.  CasADi is an
 optional extra (``pip install casadi``).
 
-Not carried yet: learned spring laws (``law = "recorded"``) and identified terms
-(``--identify``); such a model is refused with a message (:mod:`mc2fmu.capabilities`).
+The decoder network, the identified terms (``--identify``) and the recorded springs' learned
+laws (``law = "recorded"``) are the run-time model's own code (:func:`mc2fmu.models.mlp.mlp`,
+:func:`mc2fmu.models.terms.identified_force`, :class:`mc2fmu.models.spring_laws.SpringLaws`)
+evaluated on CasADi's symbols (:func:`mc2fmu.models.array_ops.ops`), a batch of one as a row.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ def _casadi():
 
 
 def casadi_model(art) -> Any:
-    """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins)`` of a model artifact."""
+    """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins, motion)`` of a model artifact."""
     from ..models.manifold import ManifoldModel, cholesky_steps
+    from ..models.mlp import get_activation, mlp
+    from ..models.terms import identified_force
 
     require(art, "casadi", ExportError)
     ca = _casadi()
@@ -56,14 +60,7 @@ def casadi_model(art) -> Any:
     feats = []
     for i, is_angle in enumerate(model.angles):
         feats += [ca.cos(q[i]), ca.sin(q[i])] if is_angle else [(q[i] - model.q_mean[i]) / model.q_scale[i]]
-    z = ca.vertcat(*feats)
-    act = {"tanh": ca.tanh, "sigmoid": lambda a: 1 / (1 + ca.exp(-a)),
-           "softplus": lambda a: ca.log1p(ca.exp(-ca.fabs(a))) + ca.fmax(a, 0)}[model.decoder.activation]
-    layers = model.decoder.layers
-    for k, (W, b) in enumerate(layers):
-        z = ca.mtimes(ca.DM(W), z) + ca.DM(b)
-        if k < len(layers) - 1:
-            z = act(z)
+    z = mlp(model.decoder.layers, get_activation(model.decoder.activation), ca.horzcat(*feats)).T  # (n, 1)
     x = ca.DM(model.x_mean) + ca.DM(model.x_scale) * z
     J = ca.jacobian(x, q)
     Hvv = ca.mtimes(ca.jacobian(ca.mtimes(J, qd), q), qd)
@@ -76,15 +73,25 @@ def casadi_model(art) -> Any:
     MJ = ca.mtimes(M, J)
     rhs = ca.mtimes(J.T, f) - ca.mtimes(MJ.T, Hvv)
     s = model.springs
+    lines = []  # per spring: D J, its unit vector, length and rate
     for k in range(len(s.k)):
         D = ca.DM(s.D[k])
         d = ca.mtimes(D, x) + ca.DM(s.e[k])
         length = ca.sqrt(ca.dot(d, d))
         n = d / length
         DJ = ca.mtimes(D, J)
-        ldot = ca.dot(n, ca.mtimes(DJ, qd))
+        lines.append((DJ, n, length, ca.dot(n, ca.mtimes(DJ, qd))))
+    learned = None
+    if lines and s.laws is not None and len(s.laws):  # the recorded springs' learned tensions (1, n_s)
+        learned = s.laws.tension(ca.horzcat(*[ln[2] for ln in lines]), ca.horzcat(*[ln[3] for ln in lines]))
+    for k, (DJ, n, length, ldot) in enumerate(lines):
         tension = float(s.k[k]) * (length - float(s.L0[k])) + float(s.c[k]) * ldot
+        if learned is not None:
+            tension = tension + learned[0, k]
         rhs = rhs - ca.mtimes(DJ.T, n) * tension
+    lib = model.library
+    if lib is not None and len(lib):  # identified terms Xi^T lambda(q, qd, u)
+        rhs = rhs + identified_force(lib, lib.Xi, q.T, qd.T, u.T, lib.param).T
     Mm = ca.mtimes(J.T, MJ)
     # the run-time model's unrolled Cholesky, so the function agrees with it to round-off
     qdd = ca.vertcat(*cholesky_steps(lambda i, j: Mm[i, j], lambda i: rhs[i], m, ca.sqrt))

@@ -4,6 +4,11 @@ The reduced dynamics (:mod:`mc2fmu.models.manifold`) and the identified terms
 (:mod:`mc2fmu.models.terms`) are written once for both: :func:`ops` returns the namespace for
 an array (numpy, or torch imported only when a tensor is given).
 
+CasADi's symbols (``SX``, ``MX``, ``DM``) get CasADi's functions: the CasADi export
+(:mod:`mc2fmu.control.casadi_export`) evaluates the identified terms, the learned spring laws
+and the MLPs of this code on them, a batch of one as a row ``(1, n)`` (so ``a[:, i]`` is a
+``(1, 1)`` entry); ``einsum`` and ``movedim`` have no CasADi form and are not used there.
+
 A complex numpy array gets numpy's functions with ``|a|`` and softplus's threshold continued
 from the real axis (their branch picked by the real part), so that the same arithmetic
 evaluated at ``x + i h s`` gives the directional derivative ``Im f / h = f'(x) s`` exactly, to
@@ -54,11 +59,34 @@ _COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_so
 _TORCH: SimpleNamespace | None = None
 
 
+def _casadi_ops() -> SimpleNamespace:
+    import casadi as ca
+
+    def stack(xs, axis):
+        return ca.horzcat(*xs) if axis in (1, -1) else ca.vertcat(*xs)
+
+    return SimpleNamespace(
+        sqrt=ca.sqrt, cos=ca.cos, sin=ca.sin, tanh=ca.tanh, abs=ca.fabs,
+        sigmoid=lambda a: 1.0 / (1.0 + ca.exp(-a)),
+        # torch's softplus (beta 1, threshold 20), as _np_softplus
+        softplus=lambda a: ca.if_else(a > 20.0, a, ca.log1p(ca.exp(ca.fmin(a, 20.0)))),
+        stack=stack, affine=lambda z, W, b: ca.mtimes(z, ca.DM(np.asarray(W).T)) + ca.DM(np.asarray(b)).T,
+    )
+
+
+_CASADI: SimpleNamespace | None = None
+
+
 def ops(a: Array) -> SimpleNamespace:
-    """The library functions for ``a``'s array type (numpy, or torch imported only for tensors)."""
+    """The library functions for ``a``'s array type (numpy, CasADi's symbols, or torch imported
+    only for tensors)."""
     if isinstance(a, (np.ndarray, np.generic)):
         return _COMPLEX if np.iscomplexobj(a) else _NUMPY
-    global _TORCH
+    global _TORCH, _CASADI
+    if type(a).__module__.startswith("casadi"):
+        if _CASADI is None:
+            _CASADI = _casadi_ops()
+        return _CASADI
     if _TORCH is None:
         import torch
 

@@ -60,7 +60,7 @@ class SpringLaw:
 
     def elastic(self, length):
         z = (length - self.norm[0]) / self.norm[1]
-        return mlp(self.g.layers, get_activation(self.g.activation), z[:, None])[:, 0] * self.norm[3]
+        return mlp(self.g.layers, get_activation(self.g.activation), ops(z).stack([z], 1))[:, 0] * self.norm[3]
 
     def total_damping(self, length, ldot):
         """The element's damping coefficient ``h(l, ldot) >= 0`` (N s/m), the given ``c`` included."""
