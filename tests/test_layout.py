@@ -140,9 +140,14 @@ def test_simulate_validate_and_native_export_run_without_torch(tmp_path, referen
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "sim.csv").exists() and (tmp_path / "n.fmu").exists()
-    # the simulate output: the pose-export columns, then q, qd and the envelope flag
+    # the simulate output: the pose-export columns, then q, qd, the envelope flag and the motion outputs
+    from mc2fmu.mechanics.mechanism import load_mechanism
+    from mc2fmu.models.motion import output_names
+
     header = (tmp_path / "sim.csv").read_text().splitlines()[0].split(",")
-    assert header[0] == "time" and "crank.x" in header and header[-3:] == ["q", "qd", "envelope"]
+    motion = [n for n, _, _ in output_names(load_mechanism(mech).body_names)]
+    assert header[0] == "time" and "crank.x" in header
+    assert header[-3 - len(motion):] == ["q", "qd", "envelope", *motion]
 
 
 # ---------------------------------------------------------------------------- the artifact's reader
