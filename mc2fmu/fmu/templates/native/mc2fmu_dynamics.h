@@ -754,11 +754,14 @@ MC2FMU_STATIC void MC2FMU_(terms_xd)(MC2FMU_(terms) *T, const mc2fmu_real *qd, m
         for (i = 0; i < MC2FMU_NQ; i++) s += Z[1 + i][n] * qd[i];
         vh[n] = s;
     }
-    for (k = 0; k < MC2FMU_NX; k++) {
-        mc2fmu_real s = 0.0;
-        for (n = 0; n < MC2FMU_NH; n++) s += WT[(size_t)n * MC2FMU_NX + k] * vh[n];
-        xd[k] = mc2fmu_x_scale[k] * s;
+    /* row by row of WT (contiguous, vectorised); each xd[k] sums over n in the same order */
+    for (k = 0; k < MC2FMU_NX; k++) xd[k] = 0.0;
+    for (n = 0; n < MC2FMU_NH; n++) {
+        const double *MC2FMU_RESTRICT w = WT + (size_t)n * MC2FMU_NX;
+        const mc2fmu_real v = vh[n];
+        for (k = 0; k < MC2FMU_NX; k++) xd[k] += w[k] * v;
     }
+    for (k = 0; k < MC2FMU_NX; k++) xd[k] *= mc2fmu_x_scale[k];
 }
 
 /* the motion outputs at (q, qd): x and xd = J qd from the decoder's geometry at q (cached in T:

@@ -1263,8 +1263,8 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
         break;
 #if MC2FMU_NMOTION > 0
     case MC2FMU_ROLE_MOTION:
-        if (mc2fmu_physics_ready(c, var->name)) return MC2FMU_ERROR;
-        if (!c->motion_valid) {
+        if (!c->motion_valid) { /* invalidated wherever the state or the parameters change */
+            if (mc2fmu_physics_ready(c, var->name)) return MC2FMU_ERROR;
             mc2fmu_motion_at(&c->T, mc2fmu_cur_q(c), mc2fmu_cur_qd(c), c->s.phys, c->mxd, c->motion);
             c->motion_valid = 1;
         }
