@@ -235,3 +235,37 @@ def test_bad_identify_options_are_refused(toy_mechanism, toy_run, tmp_path, caps
     assert code != 0
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_traced_identified_terms_print_what_numpy_computes():
+    """Every term group (two coordinates, one an angle, one input) traced through numpy object
+    arrays (:func:`mc2fmu.models.terms.traced`, what the native C and the Modelica model print):
+    the expressions evaluated and the printed Python equal ``identified_force`` on numbers to
+    1e-14, and a zero coefficient prints nothing."""
+    import math
+
+    from mc2fmu.models import expr
+    from mc2fmu.models.terms import GROUPS, build_library, identified_force, traced
+
+    lib = build_library(tuple(GROUPS), 2, [True, False], 1, np.array([1.0, 2.0]))
+    rng = np.random.default_rng(4)
+    Xi = rng.normal(size=(len(lib), 2)) * (rng.random((len(lib), 2)) < 0.5)
+    lib = type(lib)(lib.kinds, lib.index, lib.param, Xi, lib.groups, lib.kappa)
+    out = traced(lib, 2, 1)
+    source = expr.emit_python(out, "fid", ("q", "qd", "u"))
+    scope = {"math": math}
+    exec(source, scope)
+    for _ in range(5):
+        q, qd, u = rng.normal(size=2), rng.normal(size=2), rng.normal(size=1)
+        want = identified_force(lib, Xi, q[None], qd[None], u[None])[0]
+        got = expr.evaluate(out, {"q": q, "qd": qd, "u": u})
+        assert np.abs(np.array(got) - want).max() <= 1e-14 * max(1.0, np.abs(want).max())
+        assert np.abs(np.array(scope["fid"](q, qd, u)) - want).max() <= 1e-14 * max(1.0, np.abs(want).max())
+    # terms whose coefficients are zero leave nothing in the printed code: with only the
+    # constant term (the library's first) kept, no function and no state is read
+    assert not lib.kinds[0].any()
+    zero = np.zeros_like(Xi)
+    zero[0] = [0.5, -2.0]
+    lone = expr.emit_python(traced(type(lib)(lib.kinds, lib.index, lib.param, zero, lib.groups, lib.kappa), 2, 1),
+                            "f", ("q", "qd", "u"))
+    assert lone.splitlines()[-1].strip() == "return [0.5, (-2.0)]", lone

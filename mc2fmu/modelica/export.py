@@ -13,7 +13,7 @@ importing tool differentiates, sorts and solves itself.
   trained points), gravity ``M g``, the input loads, the springs (and a recorded spring's
   learned law), the identified terms;
 * ``der(q) = qd`` and ``Mm * der(qd) = rhs`` with ``Mm = J^T M J`` and
-  ``rhs = J^T (f - M s) + Xi^T lambda``: the same reduced dynamics as the FMUs;
+  ``rhs = J^T (f - M s) + fid`` (``fid = Xi^T lambda``): the same reduced dynamics as the FMUs;
 * each body's origin and quaternion from the decoded points (the polar factor by unrolled
   Newton iterations, Shepperd's quaternion), ``q``, ``qd``, ``envelope`` and a warning-level
   ``assert`` when it rises above the leave threshold.
@@ -46,6 +46,7 @@ from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD
 from ..models.expr import emit_modelica
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
+from ..models.terms import traced as terms_traced
 
 #: Newton iterations of the polar factor R <- (R + R^-T) / 2: quadratic convergence from the
 #: decoded points' rigidity error (~1e-4) reaches rounding in 3; 5 leave a margin
@@ -272,8 +273,8 @@ def modelica_source(art, name: str) -> str:
     src.eq("Mm = transpose(J) * MJ;")
     lib = model.library.pruned() if model.library is not None else None
     if lib is not None and len(lib):
-        _identified(src, lib, m)
-        src.eq("rhs = transpose(J) * (f - Ms) + transpose(Xi) * lam;")
+        _identified(src, lib, m, len(inputs))
+        src.eq("rhs = transpose(J) * (f - Ms) + fid;")
     else:
         src.eq("rhs = transpose(J) * (f - Ms);")
     src.eq("der(q) = qd;", "Mm * der(qd) = rhs;")
@@ -474,22 +475,15 @@ def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> Non
                f"sT[{s}] = {elastic} + {p}_g + sldot[{s}] * {p}_h;")
 
 
-def _identified(src: _Source, lib, m: int) -> None:
-    """lambda_t, the product of term t's factors (codes of mc2fmu/models/terms.py)."""
-    nt = len(lib)
-    src.par("Xi", _matrix(lib.Xi), f"identified terms' coefficients ({nt} x {m})", dims=f"[{nt}, {m}]",
-            protected=True)
-    src.var(f"Real lam[{nt}]", "the identified terms' values lambda(q, qd, u)")
-    kinds, index, param = np.asarray(lib.kinds), np.asarray(lib.index), np.asarray(lib.param)
-    for t in range(nt):
-        factors = []
-        for k in range(kinds.shape[1]):
-            i, code = int(index[t, k]) + 1, int(kinds[t, k])
-            factors.append({0: None, 1: f"q[{i}]", 2: f"sin(q[{i}])", 3: f"cos(q[{i}])", 4: f"qd[{i}]",
-                            5: f"tanh(qd[{i}] * {_num(1.0 / param[t, k]) if code == 5 else '1.0'})",
-                            6: f"u[{i}]"}[code])
-        factors = [f_ for f_ in factors if f_ is not None]
-        src.eq(f"lam[{t + 1}] = {' * '.join(factors) if factors else '1.0'};")
+def _identified(src: _Source, lib, m: int, n_u: int) -> None:
+    """``fid = Xi^T lambda(q, qd, u)``, printed from :func:`mc2fmu.models.terms.traced` (the
+    run-time model's own ``identified_force``)."""
+    temps, lines = emit_modelica(terms_traced(lib, m, n_u), lambda name, i: f"{name}[{i + 1}]", "mc2fmu_t")
+    for t in temps:
+        src.var(f"Real {t}", "a shared factor of the identified terms")
+    src.var(f"Real fid[{m}]", f"the identified terms' force Xi^T lambda(q, qd, u) ({len(lib)} terms)")
+    src.eq(*lines[:len(temps)])
+    src.eq(*[f"fid[{j + 1}] = {e};" for j, e in enumerate(lines[len(temps):])])
 
 
 def _poses(src: _Source, bodies, layout) -> None:

@@ -1,17 +1,21 @@
 """A small scalar expression graph: maths written once in Python, evaluated on numbers or
 traced into a graph that is printed as C or Modelica.
 
-A description written with Python's arithmetic operators and :func:`sqrt` runs unchanged on
+A description written with Python's arithmetic operators and :func:`sqrt` (or numpy's
+``sqrt``, ``sin``, ``cos``, ``tanh`` on arrays of expressions, which call the nodes' methods of
+those names) runs unchanged on
 
 * floats or numpy arrays (one value per sample: the run-time model, ``simulate``);
 * CasADi symbols (``SX``), whose own graph CasADi differentiates;
-* :class:`Expr` leaves (:func:`inputs`): the operations are recorded, and :func:`emit_c` and
-  :func:`emit_modelica` print them as straight-line code.
+* :class:`Expr` leaves (:func:`inputs`), alone or in numpy object arrays (so numpy code such
+  as :func:`mc2fmu.models.terms.evaluate` traces through): the operations are recorded, and
+  :func:`emit_c`, :func:`emit_modelica` and :func:`emit_python` print them as straight-line
+  code.
 
 Equal subexpressions are one node (hash-consing), constants fold, and ``0 * a``, ``1 * a``,
 ``0 + a`` simplify, so a description may loop over sparse constant matrices without care.
-The C is written for the scalar type ``mc2fmu_real`` and the square root ``MC2FMU_SQRT`` of
-the native FMU's dynamics header, which includes it once for ``double`` and once for
+The C is written for the scalar type ``mc2fmu_real`` and the functions ``MC2FMU_SQRT``,
+``MC2FMU_SIN``, ``MC2FMU_COS``, ``MC2FMU_TANH`` of the native FMU's dynamics header, which includes it once for ``double`` and once for
 ``double _Complex`` (the directional derivatives by the complex step).
 """
 
@@ -23,12 +27,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .array_ops import ops
+
 _TABLE: dict[tuple, "Expr"] = {}
 
 
 class Expr:
     """One node: ``op`` is ``const`` (``value`` a float), ``in`` (``value`` = (array name,
-    index)), ``+``, ``-``, ``*``, ``/``, ``neg`` or ``sqrt``."""
+    index)), ``+``, ``-``, ``*``, ``/``, ``neg`` or one of :data:`FUNCTIONS`."""
 
     __slots__ = ("op", "args", "value")
 
@@ -127,13 +133,41 @@ class Expr:
     def __repr__(self) -> str:
         return f"Expr({self.op!r}, value={self.value!r}, {len(self.args)} args)"
 
+    # ---------------------------------------------------------------- functions (numpy's ufuncs
+    # on object arrays call these methods)
+
+    def _function(self, name: str) -> "Expr":
+        if self.is_const():
+            return Expr.wrap(FUNCTIONS[name][0](self.value))
+        return Expr(name, (self,))
+
+    def sqrt(self):
+        return self._function("sqrt")
+
+    def sin(self):
+        return self._function("sin")
+
+    def cos(self):
+        return self._function("cos")
+
+    def tanh(self):
+        return self._function("tanh")
+
+
+#: the functions a node may apply: name -> (its float form, C, Modelica, Python)
+FUNCTIONS = {
+    "sqrt": (math.sqrt, "MC2FMU_SQRT", "sqrt", "math.sqrt"),
+    "sin": (math.sin, "MC2FMU_SIN", "sin", "math.sin"),
+    "cos": (math.cos, "MC2FMU_COS", "cos", "math.cos"),
+    "tanh": (math.tanh, "MC2FMU_TANH", "tanh", "math.tanh"),
+}
+_C, _MODELICA, _PYTHON = 1, 2, 3
+
 
 def sqrt(a):
     """The square root of a number, an array, a CasADi symbol or an expression."""
     if isinstance(a, Expr):
-        if a.is_const():
-            return Expr.wrap(math.sqrt(a.value))
-        return Expr("sqrt", (a,))
+        return a.sqrt()
     if isinstance(a, (int, float, np.ndarray, np.floating)):
         return np.sqrt(a)
     if type(a).__module__.split(".")[0] == "casadi":
@@ -192,7 +226,7 @@ _PYTHON_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": 
 MAX_DEPTH = 16
 
 
-def _print(outputs: Sequence[Expr], leaf, temp, sqrt_name: str,
+def _print(outputs: Sequence[Expr], leaf, temp, language: int,
            divide=lambda a, b: f"({a} / {b})") -> tuple[list[tuple[str, str]], list[str]]:
     """``(assignments, results)``: each interior node read more than once or by an output as
     a temporary ``(name, expression)``, in order, and each output's expression."""
@@ -215,8 +249,8 @@ def _print(outputs: Sequence[Expr], leaf, temp, sqrt_name: str,
             s = leaf(*node.value)
         elif node.op == "neg":
             s = f"(-{text[id(node.args[0])]})"
-        elif node.op == "sqrt":
-            s = f"{sqrt_name}({text[id(node.args[0])]})"
+        elif node.op in FUNCTIONS:
+            s = f"{FUNCTIONS[node.op][language]}({text[id(node.args[0])]})"
         elif node.op == "/":
             s = divide(*(text[id(x)] for x in node.args))
         else:
@@ -235,7 +269,7 @@ def emit_c(outputs: Sequence, out: str = "out", indent: str = "    ") -> str:
     """C statements that set ``out[k]`` to output ``k`` (inputs as ``name[i]``), in the scalar
     type ``mc2fmu_real``."""
     outs = [Expr.wrap(o) for o in outputs]
-    assignments, results = _print(outs, lambda name, i: f"{name}[{i}]", lambda k: f"t{k}", "MC2FMU_SQRT")
+    assignments, results = _print(outs, lambda name, i: f"{name}[{i}]", lambda k: f"t{k}", _C)
     lines = [f"{indent}const mc2fmu_real {n} = {s};" for n, s in assignments]
     lines += [f"{indent}{out}[{k}] = {s};" for k, s in enumerate(results)]
     return "\n".join(lines)
@@ -247,16 +281,16 @@ def emit_modelica(outputs: Sequence, leaf, prefix: str) -> tuple[list[str], list
     an input's Modelica expression.  A quotient is written ``a * b^(-1)`` (pymoca 0.12 cannot
     compile ``/`` with CasADi 3.8; docs/modelica.md)."""
     outs = [Expr.wrap(o) for o in outputs]
-    assignments, results = _print(outs, leaf, lambda k: f"{prefix}{k}", "sqrt", lambda a, b: f"({a} * {b}^(-1))")
+    assignments, results = _print(outs, leaf, lambda k: f"{prefix}{k}", _MODELICA, lambda a, b: f"({a} * {b}^(-1))")
     return [n for n, _ in assignments], [f"{n} = {s};" for n, s in assignments] + results
 
 
 def emit_python(outputs: Sequence, name: str, args: Sequence[str]) -> str:
     """A Python function ``name(*args)`` returning the outputs' list, as straight-line scalar
-    code (inputs as ``arg[i]``, square roots by ``math.sqrt``): for floats, fast at a few
+    code (inputs as ``arg[i]``, functions from ``math``): for floats, fast at a few
     hundred operations."""
     outs = [Expr.wrap(o) for o in outputs]
-    assignments, results = _print(outs, lambda arg, i: f"{arg}[{i}]", lambda k: f"t{k}", "math.sqrt")
+    assignments, results = _print(outs, lambda arg, i: f"{arg}[{i}]", lambda k: f"t{k}", _PYTHON)
     lines = [f"def {name}({', '.join(args)}):"]
     lines += [f"    {n} = {s}" for n, s in assignments]
     lines.append("    return [" + ", ".join(results) + "]")
@@ -278,6 +312,9 @@ def evaluate(outputs: Sequence, values: dict[str, Sequence]) -> list:
             v = -cache[id(node.args[0])]
         elif node.op == "sqrt":
             v = sqrt(cache[id(node.args[0])])
+        elif node.op in FUNCTIONS:
+            a = cache[id(node.args[0])]
+            v = FUNCTIONS[node.op][0](a) if isinstance(a, float) else getattr(ops(a), node.op)(a)
         else:
             a, b = (cache[id(x)] for x in node.args)
             v = _PYTHON_BINARY[node.op](a, b)

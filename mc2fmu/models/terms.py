@@ -184,6 +184,23 @@ def identified_force(library, Xi, q, v, u, param=None):
     return evaluate(library.kinds, library.index, param, q, v, u) @ Xi
 
 
+def traced(library, dof: int, n_u: int, names: tuple[str, str, str] = ("q", "qd", "u")) -> list:
+    """``Xi^T lambda(q, qd, u)`` as expressions (:mod:`mc2fmu.models.expr`) of the leaves
+    ``q[i]``, ``qd[i]``, ``u[j]`` (named ``names``), one per coordinate: :func:`identified_force`
+    itself traced through numpy object arrays, which the native FMU's C and the Modelica model
+    print."""
+    from . import expr
+
+    def row(name: str, n: int) -> np.ndarray:
+        out = np.empty((1, n), dtype=object)
+        out[0, :] = expr.inputs(name, n)
+        return out
+
+    q, qd, u = names
+    return list(identified_force(library, np.asarray(library.Xi, dtype=np.float64), row(q, dof), row(qd, dof),
+                                 row(u, n_u))[0])
+
+
 # ------------------------------------------------------------------ building a library
 
 

@@ -71,6 +71,7 @@ from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
 from ...models.motion import traced_parts as motion_parts
 from ...models.spring_laws import HIDDEN as LAW_HIDDEN
+from ...models.terms import traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
 from ..platforms import (GLIBC_FLOOR, PLATFORMS, Platform, compiler_of, emulator_env, emulator_of, host_name,
@@ -418,14 +419,6 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
                 _array("double", "mc2fmu_enc_x_mean", chart.enc_x_mean, comment="encoder input (x - mean) / scale"),
                 _array("double", "mc2fmu_enc_x_scale", chart.enc_x_scale),
             ]
-    if n_t:
-        arrays += [
-            _array("int", "mc2fmu_lib_kind", lib.kinds.ravel(), per_line=3, comment="identified terms (NT): "
-                   "3 factor codes per term (mc2fmu/models/terms.py)"),
-            _array("int", "mc2fmu_lib_index", lib.index.ravel(), per_line=3, comment="the factors' coordinate or input"),
-            _array("double", "mc2fmu_lib_param", lib.param.ravel(), per_line=3, comment="the factors' parameter (tanh scale)"),
-            _array("double", "mc2fmu_lib_xi", lib.Xi.ravel(), comment="coefficients Xi, row-major (NT x NQ)"),
-        ]
     arrays += [
         _array("int", "mc2fmu_body_offset", [b.offset for b in bodies], per_line=16, comment="bodies: first NC index, L_b, COM"),
         _array("double", "mc2fmu_body_length", [b.length for b in bodies]),
@@ -520,6 +513,31 @@ def render_motion(artifact, variables) -> str:
 # ------------------------------------------------------------------ building
 
 
+def render_terms(artifact) -> str:
+    """``mc2fmu_terms.h``: the identified terms' C, ``MC2FMU_(identified)(q, v, u, rhs)`` adding
+    ``Xi^T lambda(q, v, u)`` to ``rhs``, printed from :func:`mc2fmu.models.terms.traced` (the
+    run-time model's own :func:`~mc2fmu.models.terms.identified_force`).  Only the head without
+    identified terms."""
+    head = ("/* mc2fmu_terms.h: the identified terms of the mc2fmu model '{name}', printed by mc2fmu {version} "
+            "from\n   mc2fmu/models/terms.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
+            "(mc2fmu_real)\n   when MC2FMU_NT > 0. */\n").format(name=artifact.mechanism.name, version=__version__)
+    model = manifold_model(artifact)
+    lib = model.library.pruned() if model.library is not None else None
+    if lib is None or not len(lib):
+        return head
+    body = emit_c(terms_traced(lib, artifact.dof, artifact.n_u, ("q", "v", "u")), out="f")
+    return head + "\n".join([
+        "/* rhs += Xi^T lambda(q, v, u) (mc2fmu.models.terms.identified_force) */",
+        "MC2FMU_STATIC void MC2FMU_(identified)(const mc2fmu_real *q, const mc2fmu_real *v, const mc2fmu_real *u, "
+        "mc2fmu_real *rhs) {",
+        "    mc2fmu_real f[MC2FMU_NQ];",
+        "    int j;",
+        "    (void)q; (void)v; (void)u;",
+        body,
+        "    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += f[j];",
+        "}", ""])
+
+
 def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token: str, ident: str,
                   interface: str) -> list[str]:
     """Write the C sources into ``folder``; returns the file names (the compiled one first)."""
@@ -527,10 +545,11 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     (folder / "mc2fmu_model.h").write_text(render_model_header(artifact, variables, token=token, ident=ident,
                                                                interface=interface))
     (folder / "mc2fmu_motion.h").write_text(render_motion(artifact, variables))
+    (folder / "mc2fmu_terms.h").write_text(render_terms(artifact))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
-    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", *names[1:]]
+    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_terms.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:

@@ -488,31 +488,9 @@ MC2FMU_STATIC void MC2FMU_(spring_force)(const MC2FMU_(terms) *T, const mc2fmu_r
 #endif
 
 #if MC2FMU_NT > 0
-/* rhs += Xi^T lambda(q, v, u): term t is the product of its factors (codes of
-   mc2fmu/models/terms.py: 0 one, 1 q_i, 2 sin q_i, 3 cos q_i, 4 v_i, 5 MC2FMU_TANH(v_i / p), 6 u_i),
-   multiplied in the order numpy multiplies them */
-MC2FMU_STATIC void MC2FMU_(identified)(const mc2fmu_real *q, const mc2fmu_real *v, const mc2fmu_real *u, mc2fmu_real *rhs) {
-    mc2fmu_real f[MC2FMU_NQ];
-    int t, s, j;
-    for (j = 0; j < MC2FMU_NQ; j++) f[j] = 0.0;
-    for (t = 0; t < MC2FMU_NT; t++) {
-        mc2fmu_real lam = 1.0;
-        for (s = 0; s < 3; s++) {
-            const int i = mc2fmu_lib_index[3 * t + s];
-            switch (mc2fmu_lib_kind[3 * t + s]) {
-            case 1: lam *= q[i]; break;
-            case 2: lam *= MC2FMU_SIN(q[i]); break;
-            case 3: lam *= MC2FMU_COS(q[i]); break;
-            case 4: lam *= v[i]; break;
-            case 5: lam *= MC2FMU_TANH(v[i] / mc2fmu_lib_param[3 * t + s]); break;
-            case 6: lam *= u[i]; break;
-            default: break;
-            }
-        }
-        for (j = 0; j < MC2FMU_NQ; j++) f[j] += lam * mc2fmu_lib_xi[t * MC2FMU_NQ + j];
-    }
-    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += f[j];
-}
+/* rhs += Xi^T lambda(q, v, u): printed into mc2fmu_terms.h from mc2fmu/models/terms.py (the
+   run-time model's identified_force, traced), as MC2FMU_(identified)(q, v, u, rhs) */
+#include "mc2fmu_terms.h"
 #endif
 
 /* qdd = M_m^-1 (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda), J^T M (H : v v) = (G Jh)^T G (Hh : v v) */
