@@ -83,7 +83,7 @@ def main(argv=None) -> int:
             kw = dict(mode="bench", repeats=5, start=start, inputs=list(mech.input_names), rows=run.u[:n], n_steps=n,
                       work=tmp / name)
             c_all = _us(run_host(host, lib, guid, md, **kw)[1])
-            moving = {n for n, _, _ in output_names(mech.body_names)}
+            moving = {name for name, _, _ in output_names(mech.body_names)}
             outputs = [v.name for v in read_model_description(str(native)).modelVariables
                        if v.causality == "output" and v.name not in moving]
             c_rest = _us(run_host(host, lib, guid, md, outputs=outputs, **kw)[1])

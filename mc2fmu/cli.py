@@ -440,8 +440,8 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 SIMULATE_HELP = """\
 Roll a trained reduced model out from a run's initial state with the run's inputs, and
 write poses in the pose-export layout (so any tool can compare them with the run), plus
-q[i], qd[i], envelope (0 inside the training range, growing outside) and, for
-decoder-manifold models, the FMU's motion outputs: <body>.vx/.vy/.vz (the body-frame
+q[i], qd[i], envelope (0 inside the training range, growing outside) and the FMU's
+motion outputs (node and local-PCA models: those of their decoded motion): <body>.vx/.vy/.vz (the body-frame
 origin's velocity), <body>.wx/.wy/.wz (angular velocity, global frame), kinetic_energy and
 potential_energy (gravity and springs, J).  Prints the
 position NRMSE against the run and when the envelope flag first rose.

@@ -63,11 +63,15 @@ def _casadi_ops() -> SimpleNamespace:
     import casadi as ca
 
     def stack(xs, axis):
+        # the row convention: a batch of one, so every item is one (1, 1) entry
+        if any(x.shape != (1, 1) for x in xs):
+            raise ValueError("stack on CasADi symbols takes (1, 1) entries (a batch of one as a row), not "
+                             f"{[x.shape for x in xs]}")
         return ca.horzcat(*xs) if axis in (1, -1) else ca.vertcat(*xs)
 
     return SimpleNamespace(
         sqrt=ca.sqrt, cos=ca.cos, sin=ca.sin, tanh=ca.tanh, abs=ca.fabs,
-        sigmoid=lambda a: 1.0 / (1.0 + ca.exp(-a)),
+        sigmoid=lambda a: 0.5 * (1.0 + ca.tanh(0.5 * a)),  # no exp overflow (a NaN derivative) far below 0
         # torch's softplus (beta 1, threshold 20), as _np_softplus
         softplus=lambda a: ca.if_else(a > 20.0, a, ca.log1p(ca.exp(ca.fmin(a, 20.0)))),
         stack=stack, affine=lambda z, W, b: ca.mtimes(z, ca.DM(np.asarray(W).T)) + ca.DM(np.asarray(b)).T,

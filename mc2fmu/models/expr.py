@@ -310,11 +310,12 @@ def evaluate(outputs: Sequence, values: dict[str, Sequence]) -> list:
             v = values[name][i]
         elif node.op == "neg":
             v = -cache[id(node.args[0])]
-        elif node.op == "sqrt":
-            v = sqrt(cache[id(node.args[0])])
         elif node.op in FUNCTIONS:
             a = cache[id(node.args[0])]
-            v = FUNCTIONS[node.op][0](a) if isinstance(a, float) else getattr(ops(a), node.op)(a)
+            if isinstance(a, (int, float, np.integer, np.floating)):
+                v = FUNCTIONS[node.op][0](float(a))
+            else:  # numpy arrays, CasADi symbols, torch tensors
+                v = getattr(ops(a), node.op)(a)
         else:
             a, b = (cache[id(x)] for x in node.args)
             v = _PYTHON_BINARY[node.op](a, b)

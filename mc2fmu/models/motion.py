@@ -7,8 +7,8 @@ arithmetic (:mod:`.expr`), so every target computes it from this one text: numpy
 (:func:`evaluate`, ``simulate``'s run-time model), CasADi on its symbols (the ``--format casadi``
 function), and its traced graph is printed as the native FMU's C (``body_outputs`` and
 ``spring_energy`` once each, run per body and spring), the python FMU's slave code and the
-Modelica model's equations (:data:`mc2fmu.capabilities.KINDS`, ``motion``: decoder-manifold
-models).
+Modelica model's equations (:data:`mc2fmu.capabilities.KINDS`, ``motion``: every kind; a node or
+local-PCA model's of its decoded motion).
 
 * ``<body>.vx|vy|vz`` (m/s): the velocity of the body-frame origin, global frame.  The origin
   is the affine combination ``r0 - sum_k (com_k / L) (r_k - r0)`` of the body's points (``com``

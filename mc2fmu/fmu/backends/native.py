@@ -10,6 +10,10 @@ other platforms compile the sources themselves.
   as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
+* ``sources/mc2fmu_motion.h`` and ``sources/mc2fmu_terms.h`` are printed per model from the
+  run-time model's own Python (:func:`render_motion`: :mod:`mc2fmu.models.motion`;
+  :func:`render_terms`: :func:`mc2fmu.models.terms.traced`), for ``double`` and the complex
+  twin alike;
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
   ``mc2fmu_fmi.h`` (the FMI functions both versions share) and ``mc2fmu_fmi2.c`` /
   ``mc2fmu_fmi3.c`` (the per-version glue) are copied unchanged from the package's
@@ -516,8 +520,10 @@ def render_motion(artifact, variables) -> str:
 def render_terms(artifact) -> str:
     """``mc2fmu_terms.h``: the identified terms' C, ``MC2FMU_(identified)(q, v, u, rhs)`` adding
     ``Xi^T lambda(q, v, u)`` to ``rhs``, printed from :func:`mc2fmu.models.terms.traced` (the
-    run-time model's own :func:`~mc2fmu.models.terms.identified_force`).  Only the head without
-    identified terms."""
+    run-time model's own :func:`~mc2fmu.models.terms.identified_force`), of the terms with a
+    nonzero coefficient (as the pruned library the Modelica export and the header's ``NT``
+    count: a zero-coefficient term's factor is never evaluated, so one that would not be finite
+    cannot make the force NaN).  Only the head without identified terms."""
     head = ("/* mc2fmu_terms.h: the identified terms of the mc2fmu model '{name}', printed by mc2fmu {version} "
             "from\n   mc2fmu/models/terms.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
             "(mc2fmu_real)\n   when MC2FMU_NT > 0. */\n").format(name=artifact.mechanism.name, version=__version__)
