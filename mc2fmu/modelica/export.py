@@ -46,7 +46,7 @@ from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD
 from ..models.expr import emit_modelica
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
-from ..models.terms import traced as terms_traced
+from ..models.terms import active_terms, traced as terms_traced
 
 #: Newton iterations of the polar factor R <- (R + R^-T) / 2: quadratic convergence from the
 #: decoded points' rigidity error (~1e-4) reaches rounding in 3; 5 leave a margin
@@ -271,8 +271,8 @@ def modelica_source(art, name: str) -> str:
     src.var(f"Real Mm[{m}, {m}]", "the reduced mass matrix J^T M J")
     src.var(f"Real rhs[{m}]", "the reduced force J^T (f - M s) (+ the identified terms)")
     src.eq("Mm = transpose(J) * MJ;")
-    lib = model.library.pruned() if model.library is not None else None
-    if lib is not None and len(lib):
+    lib = active_terms(model.library)
+    if lib is not None:
         _identified(src, lib, m, len(inputs))
         src.eq("rhs = transpose(J) * (f - Ms) + fid;")
     else:

@@ -103,6 +103,12 @@ class ModelArtifact:
         return (f"mc2fmu reduced model of '{self.mechanism.name}': {self.dof} minimal coordinate(s), "
                 f"{self.reducer}, {coords}" + (f", step map {step}" if step else ""))
 
+    @property
+    def decoder_model(self):
+        """The decoder-manifold model whose decoder maps ``q`` to ``x``: the model itself, or a
+        node or local-PCA model's chart."""
+        return getattr(self.model, "chart", self.model)
+
     def encode_series(self, x: np.ndarray) -> np.ndarray:
         """``q`` (n_t, m) of a time series of ``x``, angle-type columns unwrapped in time."""
         return unwrap_angles(self.model.encode(x), self.angles)

@@ -164,17 +164,19 @@ FUNCTIONS = {
 _C, _MODELICA, _PYTHON = 1, 2, 3
 
 
-def sqrt(a):
-    """The square root of a number, an array, a CasADi symbol or an expression."""
+def apply(name: str, a):
+    """The function ``name`` of :data:`FUNCTIONS` of an expression (a node, folded if constant),
+    a number (numpy's), or an array, a CasADi symbol or a tensor (its library's, :func:`ops`)."""
     if isinstance(a, Expr):
-        return a.sqrt()
-    if isinstance(a, (int, float, np.ndarray, np.floating)):
-        return np.sqrt(a)
-    if type(a).__module__.split(".")[0] == "casadi":
-        import casadi
+        return a._function(name)
+    if isinstance(a, (int, float)):
+        a = np.float64(a)
+    return getattr(ops(a), name)(a)
 
-        return casadi.sqrt(a)
-    return a.sqrt()  # a torch tensor
+
+def sqrt(a):
+    """The square root of a number, an array, a CasADi symbol, a tensor or an expression."""
+    return apply("sqrt", a)
 
 
 def clear() -> None:
@@ -311,11 +313,7 @@ def evaluate(outputs: Sequence, values: dict[str, Sequence]) -> list:
         elif node.op == "neg":
             v = -cache[id(node.args[0])]
         elif node.op in FUNCTIONS:
-            a = cache[id(node.args[0])]
-            if isinstance(a, (int, float, np.integer, np.floating)):
-                v = FUNCTIONS[node.op][0](float(a))
-            else:  # numpy arrays, CasADi symbols, torch tensors
-                v = getattr(ops(a), node.op)(a)
+            v = apply(node.op, cache[id(node.args[0])])
         else:
             a, b = (cache[id(x)] for x in node.args)
             v = _PYTHON_BINARY[node.op](a, b)

@@ -88,7 +88,7 @@ def motion_series(artifact, q: np.ndarray, qd: np.ndarray) -> dict[str, np.ndarr
 
     if not kind(artifact.reducer).motion:
         return None
-    model = getattr(artifact.model, "chart", artifact.model)  # the decoder-manifold model that decodes q
+    model = artifact.decoder_model
     q, qd = np.atleast_2d(np.asarray(q, dtype=np.float64)), np.atleast_2d(np.asarray(qd, dtype=np.float64))
     ok = np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1)
     geometry = motion.MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)

@@ -184,6 +184,13 @@ def identified_force(library, Xi, q, v, u, param=None):
     return evaluate(library.kinds, library.index, param, q, v, u) @ Xi
 
 
+def active_terms(library) -> "TermLibrary | None":
+    """The terms of ``library`` (None: a model without) with a nonzero coefficient, what the
+    printed targets carry; None when there are none."""
+    lib = library.pruned() if library is not None else None
+    return lib if lib is not None and len(lib) else None
+
+
 def traced(library, dof: int, n_u: int, names: tuple[str, str, str] = ("q", "qd", "u")) -> list:
     """``Xi^T lambda(q, qd, u)`` as expressions (:mod:`mc2fmu.models.expr`) of the leaves
     ``q[i]``, ``qd[i]``, ``u[j]`` (named ``names``), one per coordinate: :func:`identified_force`

@@ -75,7 +75,7 @@ from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
 from ...models.motion import traced_parts as motion_parts
 from ...models.spring_laws import HIDDEN as LAW_HIDDEN
-from ...models.terms import traced as terms_traced
+from ...models.terms import active_terms, traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
 from ..platforms import (GLIBC_FLOOR, PLATFORMS, Platform, compiler_of, emulator_env, emulator_of, host_name,
@@ -281,7 +281,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     n_s = sp.D.shape[0]
     P_h = sp.D @ SW
     p_h = sp.D @ x0 + sp.e
-    lib = model.library.pruned() if model.library is not None else None
+    lib = active_terms(model.library)
     laws = list(sp.laws.laws) if sp.laws is not None else []  # their shape: checked by export_fmu (capabilities)
     n_t = 0 if lib is None else len(lib)
     env = artifact.envelope
@@ -528,8 +528,8 @@ def render_terms(artifact) -> str:
             "from\n   mc2fmu/models/terms.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
             "(mc2fmu_real)\n   when MC2FMU_NT > 0. */\n").format(name=artifact.mechanism.name, version=__version__)
     model = manifold_model(artifact)
-    lib = model.library.pruned() if model.library is not None else None
-    if lib is None or not len(lib):
+    lib = active_terms(model.library)
+    if lib is None:
         return head
     body = emit_c(terms_traced(lib, artifact.dof, artifact.n_u, ("q", "v", "u")), out="f")
     return head + "\n".join([

@@ -147,7 +147,7 @@ def _motion_source(artifact, motion: bool) -> str:
     :func:`mc2fmu.models.motion.motion_outputs` (an empty list without them)."""
     if not motion:
         return textwrap.indent("def _motion_outputs(x, xd, theta):\n    return []", "    ")
-    model = getattr(artifact.model, "chart", artifact.model)  # a node or local-PCA model's chart
+    model = artifact.decoder_model
     geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
     graph = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
     return textwrap.indent(emit_python(graph, "_motion_outputs", ("x", "xd", "theta")), "    ")
