@@ -909,6 +909,8 @@ def progress_line(e: dict) -> str:
             if e.get("tol"):
                 rule += f" (stops under {100 * e['tol']:g} %)"
         parts.append(rule)
+        if e.get("check") is not None:  # the floor's check (--lbfgs-check)
+            parts.append(f"training runs' rollout NRMSE {100 * e['check']:.3g} %")
     elif e.get("val") is not None:
         parts.append(f"val {e['val']:.2e}")
     return " | ".join(parts)

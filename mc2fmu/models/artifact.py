@@ -119,8 +119,9 @@ class ModelArtifact:
     def initial_state_of(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(q0, qd0)`` of a run from its first three NC samples (``qd0`` by a second-order
         one-sided difference), exactly as an FMU is started with ``q_start``/``qd_start``."""
-        q = self.encode_series(x[:3])
-        return q[0], finite_difference_velocity(q, self.dt)[0]
+        from .simulate import initial_state
+
+        return initial_state(self.model, x)
 
     def check_mechanism(self, mechanism: Mechanism, source: str | os.PathLike, *,
                         why: str = "this model runs the trained physical parameters",

@@ -101,6 +101,17 @@ def motion_series(artifact, q: np.ndarray, qd: np.ndarray) -> dict[str, np.ndarr
     return {n: values[:, i] for i, n in enumerate(names)}
 
 
+def initial_state(model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(q0, qd0)`` of a run of a decoder-manifold ``model`` from its first three NC samples
+    ``x`` (``qd0`` by a second-order one-sided difference of the encoded ``q``, angle-type
+    columns unwrapped): how an FMU is started with ``q_start``/``qd_start``."""
+    from ..mechanics.natural import finite_difference_velocity
+    from .manifold import unwrap_angles
+
+    q = unwrap_angles(model.encode(np.asarray(x[:3], dtype=np.float64)), model.angles)
+    return q[0], finite_difference_velocity(q, model.dt)[0]
+
+
 def simulate_run(artifact, x: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
     """Roll the model out on a run's inputs from the run's initial state.
 

@@ -91,6 +91,21 @@ DEFAULT_SEEDS = 1
 #: 3.7e-3 -> 5.4e-3 m of ADAMS (its target 1e-2 m)
 AUTO_LBFGS_FLOOR = 1e-7
 
+#: the floor's check (``lbfgs_check``, :mod:`.floor_check`): at the floor, the training runs'
+#: rollout position NRMSE must be at most 0.02 %, or the floor is lowered.  The linkages that
+#: reach the floor are at 0.002-0.024 % there (docs/benchmarks.md "Reduced models"); IFToMM A02
+#: was at 0.16 % (B0 4.4e-3 m of ADAMS), and its B0 target of 5e-4 m is about 0.02 % of its
+#: NRMSE (benchmarks/a02.py: 1.1e-4 m at 0.004 %)
+AUTO_LBFGS_CHECK = 2e-4
+
+#: the rigidity term's latent points (``rigidity_points`` is their most): fewer on a mechanism
+#: of many bodies, whose every point holds each body (its cost grows with points x bodies), down
+#: to :data:`RIGIDITY_POINTS_PER_DOF` per minimal coordinate.  Measured on A02 (81 bodies, 1 DOF,
+#: benchmarks/a02.py): 250 points instead of 1000 took an L-BFGS iteration from 48 to 23 ms;
+#: every bundled mechanism of at most 20 bodies keeps 1000
+RIGIDITY_BODY_POINTS = 20000
+RIGIDITY_POINTS_PER_DOF = 250
+
 
 #: L-BFGS starts on every 4th training triplet (``lbfgs_subset``).  A closure on a quarter of the
 #: triplets costs about half (benchmarks/loss_cost.py: the 3-RRR's 17.7 -> 8.5 ms, a fixed part
@@ -143,6 +158,10 @@ class TrainConfig:
         "--lbfgs-floor", "stop L-BFGS once the best validation loss of the fit is at most this (default 1e-7: its "
         "terms are relative squared errors, so the reconstruction and the one-step accelerations are then within "
         "about 3e-4 of the data's spread; 0: off)"))
+    lbfgs_check: float = field(default=AUTO_LBFGS_CHECK, metadata=_opt(
+        "--lbfgs-check", "when the fit reaches --lbfgs-floor, roll the model out over the training runs (as "
+        "`mc2fmu simulate`) and stop only if the position NRMSE is at most this fraction; otherwise lower the floor "
+        f"and go on (default {AUTO_LBFGS_CHECK:g}, i.e. 0.02 %; 0: no check)"))
     lbfgs_subset: int = field(default=AUTO_LBFGS_SUBSET, metadata=_opt(
         "--lbfgs-subset", "L-BFGS starts on every Nth training triplet (at least 200 of them) and doubles its share, "
         "up to all of them, each time the fit stalls there (the --lbfgs-tol rule) or the rest of the training triplets "
@@ -250,6 +269,9 @@ class TrainConfig:
             problems.append(f"scale_floor: {self.scale_floor!r}: give a number in [0, 1) (default 1e-3)")
         if not ((f := finite_number(self.lbfgs_floor)) is not None and f >= 0):
             problems.append(f"--lbfgs-floor {self.lbfgs_floor}: the loss floor must be a finite number >= 0 (0: off)")
+        if not ((c := finite_number(self.lbfgs_check)) is not None and 0 <= c < 1):
+            problems.append(f"--lbfgs-check {self.lbfgs_check}: the rollout's NRMSE must be a fraction in [0, 1), e.g. "
+                            "2e-4 for 0.02 % (0: no check)")
         if not isinstance(self.lbfgs_subset, int) or isinstance(self.lbfgs_subset, bool) or self.lbfgs_subset < 1:
             problems.append(f"--lbfgs-subset {self.lbfgs_subset}: give a whole number >= 1 (1: every training "
                             "triplet from the start)")
@@ -276,6 +298,13 @@ class TrainConfig:
         on the 6-body MacPherson (72 coordinates) a 32-wide decoder's reconstruction limited the
         autoencoder to 0.64 % on its training run, 64 gave 0.28 %."""
         return self.hidden or ((32, 32) if self.dof == 1 and n_x <= 36 else (64, 64))
+
+    def rigidity_samples(self, n_bodies: int) -> int:
+        """L_rig's latent points: ``rigidity_points`` at most, :data:`RIGIDITY_BODY_POINTS` /
+        ``n_bodies`` on many bodies, but not under :data:`RIGIDITY_POINTS_PER_DOF` per minimal
+        coordinate (``dof`` resolved)."""
+        budget = max(RIGIDITY_BODY_POINTS // max(n_bodies, 1), RIGIDITY_POINTS_PER_DOF * int(self.dof))
+        return max(1, min(int(self.rigidity_points), budget))
 
     @property
     def gauge(self) -> float:

@@ -404,7 +404,8 @@ class LossFunction:
     def _rigidity_setup(self, layout) -> None:
         """Latent sample points (fixed, in the unit cube) and each body's six rigid point distances."""
         gen = torch.Generator().manual_seed(self.cfg.seed + 1)
-        self.unit = torch.rand(self.cfg.rigidity_points, len(self.angle_mask), generator=gen, dtype=F64)
+        self.unit = torch.rand(self.cfg.rigidity_samples(len(layout.bodies)), len(self.angle_mask), generator=gen,
+                               dtype=F64)
         self.n_b = len(layout.bodies)
         pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
         self.pair_i, self.pair_j = torch.tensor([p[0] for p in pairs]), torch.tensor([p[1] for p in pairs])

@@ -80,10 +80,11 @@ def lbfgs_schedule(history: list[dict], tol: float, floor: float, first: int) ->
     goes on from the best weights); the phase has converged when the rule holds on
     every triplet or the fit is at most ``floor`` (the validation triplets are the same at
     every share, so their loss is comparable across shares).  Records without ``every`` (the
-    fit of every triplet) are the full share."""
+    fit of every triplet) are the full share.  The floor is the last L-BFGS record's ``floor``
+    where it has one (the floor's check lowers it: :func:`current_floor`)."""
     lb = [e for e in history if e["stage"] == "lbfgs"]
     every = lb[-1].get("every", 1) if lb else first
-    if lbfgs_converged(lb, 0.0, floor):
+    if lbfgs_converged(lb, 0.0, current_floor(lb, floor)):
         return every, True
     here = [e for e in lb if e.get("every", 1) == every]
     if every > 1 and here and not math.isfinite(here[-1]["val"]):  # a share that broke the model
@@ -93,6 +94,23 @@ def lbfgs_schedule(history: list[dict], tol: float, floor: float, first: int) ->
     if every > 1 and share_too_small(here):
         return max(1, every // 2), False
     return every, False
+
+
+def current_floor(history: list[dict], floor: float) -> float:
+    """The floor in force: the last L-BFGS record's ``floor`` (lowered by a failed check of
+    :mod:`.floor_check`), or ``floor`` (``--lbfgs-floor``) before any."""
+    lb = [e for e in history if e["stage"] == "lbfgs"]
+    return float(lb[-1].get("floor", floor)) if lb else floor
+
+
+def floor_to_check(history: list[dict], floor: float) -> float | None:
+    """The floor the last L-BFGS record reached and no check has looked at yet (None: not
+    reached, or checked; a record carries ``check`` once its rollout was checked)."""
+    lb = [e for e in history if e["stage"] == "lbfgs"]
+    if not lb or "check" in lb[-1]:
+        return None
+    now = current_floor(lb, floor)
+    return now if lbfgs_converged(lb, 0.0, now) else None
 
 
 #: the fewest triplets a share starts with (fewer training triplets: a larger first share, or all).

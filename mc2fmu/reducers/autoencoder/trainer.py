@@ -66,10 +66,13 @@ from .schedule import (
     LBFGS_HISTORY,
     LBFGS_WINDOW,
     MIN_SHARE_TRIPLETS,
+    current_floor,
+    floor_to_check,
     window_bests,
     lbfgs_fall,
     lbfgs_schedule,
 )
+from .floor_check import lowered_floor, training_rollout_nrmse
 from .torch_model import Decoder, LinearEncoder, NeuralEncoder, TorchManifoldModel
 
 log = logging.getLogger(__name__)
@@ -163,7 +166,7 @@ class Training:
                                 "(mc2fmu.pipeline.train resolves auto from the data)")
         if cfg.dof >= ds.layout.size:
             raise TrainingError(f"--dof {cfg.dof}: must be smaller than the {ds.layout.size} natural coordinates")
-        self.cfg, self.progress, self.checkpoint = cfg, progress, checkpoint
+        self.cfg, self.progress, self.checkpoint, self.ds = cfg, progress, checkpoint, ds
         torch.manual_seed(cfg.seed)
         self.t0 = time.perf_counter()
         self.angles = [False] * cfg.dof if cfg.coords else parse_angles(cfg.angles, ds, cfg.dof)
@@ -269,7 +272,8 @@ class Training:
         if stage == "lbfgs":  # what the stopping rule watches (the progress display shows it)
             so_far = self.history + [entry]
             entry.update(best_fit=window_bests(so_far, LBFGS_WINDOW)[0], fall=lbfgs_fall(so_far),
-                         tol=self.cfg.lbfgs_tol, floor=self.cfg.lbfgs_floor, window=LBFGS_WINDOW)
+                         tol=self.cfg.lbfgs_tol, floor=current_floor(self.history, self.cfg.lbfgs_floor),
+                         window=LBFGS_WINDOW)
         self.history.append(entry)
         if self.progress:
             self.progress(entry)
@@ -373,6 +377,32 @@ class Training:
         loss = self.lbfgs.step(self.closure)
         self.record("identify", min(it + LBFGS_CHUNK, self.cfg.identify_iters), loss.item(), dict(self.lbfgs_parts))
 
+    def check_floor(self) -> None:
+        """The floor's check (:mod:`.floor_check`): when the last L-BFGS record reached the floor,
+        roll the best weights out over the training runs; a position NRMSE above
+        ``--lbfgs-check`` lowers the floor.  Both go into that record (``check``, ``floor``), so
+        the schedule reads them and a resumed run takes the same decision."""
+        cfg = self.cfg
+        floor = floor_to_check(self.history, cfg.lbfgs_floor)
+        if floor is None or cfg.lbfgs_check <= 0:
+            return
+        current = copy.deepcopy(self.model.state_dict())
+        self.model.load_state_dict(self.best["state"])
+        try:
+            with torch.no_grad():
+                nrmse = training_rollout_nrmse(self.model, self.ds)
+        finally:
+            self.model.load_state_dict(current)
+        entry = [e for e in self.history if e["stage"] == "lbfgs"][-1]
+        entry["check"] = nrmse
+        if nrmse > cfg.lbfgs_check:
+            entry["floor"] = lowered_floor(floor, nrmse, cfg.lbfgs_check)
+            log.info("L-BFGS reached its floor %.1e at iteration %d, but the training runs' rollout NRMSE is %.3g %% "
+                     "(--lbfgs-check %.3g %%): the floor is now %.1e", floor, entry["iter"], 100 * nrmse,
+                     100 * cfg.lbfgs_check, entry["floor"])
+        if self.progress:
+            self.progress(dict(entry))
+
     def announce_convergence(self) -> None:
         if self.progress and not self.announced:
             self.announced = True
@@ -392,6 +422,8 @@ class Training:
         try:
             for step in range(first, len(self.steps)):
                 stage, it = self.steps[step]
+                if stage == "lbfgs":
+                    self.check_floor()
                 every, converged = self.schedule() if stage == "lbfgs" else (1, False)
                 if stage == "lbfgs" and every != self.every:
                     self.change_share(every)

@@ -1,0 +1,73 @@
+"""The L-BFGS floor's check (``--lbfgs-check``, mc2fmu/reducers/autoencoder/floor_check.py):
+at the floor the model is rolled out over the training runs, and an error above the check's
+tolerance lowers the floor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+#: a four-bar with its crank angle's cosine as the coordinate, fitted briefly; a floor it reaches
+#: within the budget (its fit falls through 1e-4 after about 100 L-BFGS iterations)
+BRIEF = dict(dof=1, coords=("crank.R11",), samples=300, adam_epochs=40, lbfgs_iters=300, lbfgs_floor=1e-4)
+
+
+def _checks(history) -> list[dict]:
+    """The checked L-BFGS records (a progress callback sees a checked record twice: when it is
+    made, and with its check)."""
+    return list({e["iter"]: e for e in history if e["stage"] == "lbfgs" and "check" in e}.values())
+
+
+def test_a_passing_check_is_the_simulated_training_runs_error_and_ends_training(reference_run, tmp_path):
+    """The check's error is the one `mc2fmu simulate` gives on the training run (the written
+    model, loaded and rolled out from the run's initial state: NRMSE of the natural coordinates'
+    points over their spread), and a check that passes ends L-BFGS there."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.simulate import simulate_run
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    run = reference_run("four_bar", "train")
+    mech = Path(run["path"]).parent.parent / "mechanism.toml"
+    entries = []
+    art = fit(mech, [run["path"]], TrainConfig(**BRIEF, lbfgs_check=0.5), tmp_path / "m", progress=entries.append)
+    checks = _checks(entries)
+    assert len(checks) == 1, "one check, at the floor"
+    check = checks[0]
+    assert check["best_fit"] <= BRIEF["lbfgs_floor"] and check["check"] <= 0.5
+    assert art.training["metrics"]["lbfgs_iterations"] == check["iter"] < BRIEF["lbfgs_iters"]
+
+    ds = load_training_data(mech, [run["path"]])
+    x = simulate_run(load_artifact(tmp_path / "m"), ds.x, ds.u)["x"]
+    nrmse = np.sqrt(np.mean((x - ds.x) ** 2)) / np.sqrt(np.mean((ds.x - ds.x.mean(axis=0)) ** 2))
+    assert 0 < check["check"] == pytest.approx(nrmse, rel=1e-9)
+
+
+def test_a_failing_check_lowers_the_floor_and_training_goes_on(reference_run):
+    """A check above the tolerance lowers the floor (by the rule of floor_check.lowered_floor:
+    0.5 tol / error, at least 3x), the records after it carry the new floor, and training goes
+    on past the iteration where the floor was first reached; with no check (0) it stops there."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.trainer import train
+
+    run = reference_run("four_bar", "train")
+    ds = load_training_data(Path(run["path"]).parent.parent / "mechanism.toml", [run["path"]])
+    unchecked = train(ds, TrainConfig(**BRIEF, lbfgs_check=0.0))
+    assert not _checks(unchecked.history)
+    first = unchecked.metrics["lbfgs_iterations"]
+    assert first < BRIEF["lbfgs_iters"]
+
+    tol = 1e-7  # no brief fit rolls out this well
+    checked = train(ds, TrainConfig(**BRIEF, lbfgs_check=tol))
+    check = _checks(checked.history)[0]
+    assert check["iter"] == first and check["check"] > tol
+    lowered = check["floor"]
+    assert lowered <= 0.3 * BRIEF["lbfgs_floor"]
+    assert lowered == pytest.approx(BRIEF["lbfgs_floor"] * max(1e-3, min(0.3, 0.5 * tol / check["check"])))
+    after = [e for e in checked.history if e["stage"] == "lbfgs" and e["iter"] > first]
+    assert after and all(e["floor"] == lowered for e in after)
+    assert checked.metrics["lbfgs_iterations"] > first
