@@ -23,6 +23,7 @@ import io
 import logging
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,12 @@ def _read_table(path: Path) -> tuple[list[str], np.ndarray]:
                 header = [h.strip() for h in next(reader)]
             except StopIteration:
                 raise PoseDataError(f"{path}: the file is empty; expected a header row with 'time' and pose columns") from None
+            table = _fast_table(fh, len(header))
+            if table is not None:
+                return header, table
+            fh.seek(0)
+            reader = csv.reader(fh)
+            next(reader)
             rows = []
             for lineno, row in enumerate(reader, start=2):
                 if not row or all(not c.strip() for c in row):
@@ -138,6 +145,22 @@ def _read_table(path: Path) -> tuple[list[str], np.ndarray]:
                             "CSV file?") from None
     table = np.array(rows, dtype=np.float64).reshape(len(rows), len(header))
     return header, table
+
+
+def _fast_table(fh, n_cols: int) -> np.ndarray | None:
+    """The rows after the header as one float table, parsed by numpy's C reader (2x faster than
+    the csv module on A02's 20001 x 568 values), or None when that reader refuses the text or
+    the rows are not all ``n_cols`` long: then the csv module reads the file again and names
+    the line and column that is wrong."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an empty body: numpy warns, the shape check below decides
+            table = np.loadtxt(fh, delimiter=",", dtype=np.float64, ndmin=2, quotechar='"', comments=None)
+    except (ValueError, TypeError):
+        return None
+    if table.size == 0:
+        return np.zeros((0, n_cols))
+    return table if table.shape[1] == n_cols else None
 
 
 def _is_float(text: str) -> bool:
