@@ -6,8 +6,9 @@ Simulates A02 with Exudyn (examples/a02.py, h = 1e-4 s, 1 ms output, 20 s; writt
 examples/a02 if missing or on another grid), trains a reduced model with `mc2fmu train --dof 1` defaults on that
 run, rolls it out from the run's initial state over the 20 s and prints a table: point B0's
 largest distance from the benchmark's published ADAMS solution, for Exudyn and for the
-reduced model, the model's position NRMSE against Exudyn over all 81 bodies, and the
-training seconds.
+reduced model, the model's position NRMSE against Exudyn over all 81 bodies, the training
+seconds, and issue 42's targets.  Exits 1 when B0 is more than 5e-4 m from ADAMS (the 60 s
+target for the whole command is printed, not asserted: it is not met yet).
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ sys.path.insert(0, str(ROOT))
 from examples import a02  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
+
+
+#: issue 42's targets with the defaults: B0 within 5e-4 m of ADAMS (asserted), the whole train
+#: command within 60 s (not met yet: printed, not asserted)
+B0_TARGET = 5e-4
+FIT_TARGET_S = 60.0
 
 
 def ensure_data(folder: Path, output_step: float) -> Path:
@@ -63,12 +70,17 @@ def main(argv=None) -> int:
               progress=progress)
     fit_s = time.perf_counter() - t0
     r = a02.model_b0(model_dir, folder)
+    b0 = a02.b0_error(r["t"], r["B0"], adams)
     print("| bodies | coordinates | DOF | Exudyn B0 vs ADAMS m | model B0 vs ADAMS m | model NRMSE % (all bodies) "
-          "| train s | fit s |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| train s | fit s | L-BFGS iterations | B0 <= 5e-4 m | fit <= 60 s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     print(f"| {len(art.layout.bodies)} | {art.layout.size} | 1 | {a02.b0_error(r['t'], r['exudyn_B0'], adams):.1e} | "
-          f"{a02.b0_error(r['t'], r['B0'], adams):.1e} | {100 * r['nrmse']:.3f} | "
-          f"{art.training['metrics']['train_seconds']:.0f} | {fit_s:.0f} |")
+          f"{b0:.1e} | {100 * r['nrmse']:.3f} | {art.training['metrics']['train_seconds']:.0f} | {fit_s:.0f} "
+          f"| {art.training['metrics']['lbfgs_iterations']} | {'yes' if b0 <= B0_TARGET else 'NO'} "
+          f"| {'yes' if fit_s <= FIT_TARGET_S else 'no (not asserted yet)'} |")
+    if b0 > B0_TARGET:
+        print(f"a02: the model's B0 is {b0:.1e} m from ADAMS, above the {B0_TARGET:g} m target", file=sys.stderr)
+        return 1
     return 0
 
 

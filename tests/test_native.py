@@ -781,3 +781,25 @@ def test_directional_derivative_capability_and_dependencies(native, trained, fmi
     assert refs == list(range(1, len(refs) + 1))
     listed = [int(d) for e in root.find("ModelStructure").iter() for d in e.get("dependencies", "").split()]
     assert listed and 0 not in listed
+
+
+def test_the_self_checks_local_pca_start_is_held_to_its_solves_tolerance():
+    """The local-PCA start solves encode(V z + mu) = q0 by secant steps to START_TOLERANCE (a
+    MacPherson's C start stopped a step from numpy's, 1.2e-11 apart): the self-check allows
+    that on the start, and only rounding (1e-12) on the step and the outputs."""
+    from mc2fmu.fmu.backends.native import TOLERANCE, _compare_selftest
+    from mc2fmu.models.local_linear import START_TOLERANCE
+
+    ref = {"start": np.array([3.0, 0.4, -0.2, 0.1]), "next": np.array([3.0, 0.41, -0.2, 0.1]),
+           "observed": np.array([0.5, 0.2])}
+    rec = {"kind": 2, "ref": ref}
+
+    def excess(key, by):
+        out = {k: v.copy() for k, v in ref.items()}
+        out[key][1] += by
+        return _compare_selftest(None, [rec], [out])[1]
+
+    assert excess("start", 0.5 * START_TOLERANCE * 3.0)["local-pca start"] <= 1.0
+    assert excess("start", 3.0 * START_TOLERANCE * 3.0)["local-pca start"] > 1.0
+    assert excess("next", 0.5 * START_TOLERANCE * 3.0)["local-pca step"] > 1.0
+    assert excess("next", 0.5 * TOLERANCE * 3.0)["local-pca step"] <= 1.0

@@ -68,6 +68,7 @@ from ...mechanics.parameters import BODY_SLOTS
 from ...mechanics.variants import parameter_names, parameter_vector
 from ...mechanics.rotations import matrix_to_quaternion
 from ...models.artifact import MASS_CHECKS, mass_check_configurations
+from ...models.local_linear import START_TOLERANCE
 from ...models.charted import LocalPcaModel, NodeModel
 from ...models.envelope import LEAVE_THRESHOLD, sample_points
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
@@ -643,7 +644,7 @@ def self_check(artifact, sources: Path, work: Path, points: int = 16, fmi_versio
             raise ExportError(f"the generated C code's {name} on {platform.name} differs from the reference by "
                               f"{err:.2e} ({excess[name]:.1f}x its tolerance: {TOLERANCE:g}, or for the "
                               f"accelerations {SOLVE_ROUNDOFF:g} x the reduced mass matrix's condition number where "
-                              "that is larger); this is a bug in the native backend, please report it with the model")
+                              f"that is larger, for the local-PCA start its solve's {START_TOLERANCE:g}); this is a bug in the native backend, please report it with the model")
     return worst
 
 
@@ -837,7 +838,13 @@ def _compare_selftest(artifact, records: list[dict],
             with np.errstate(invalid="ignore"):
                 err = _rel(out[key], ref)
             solves = rec["kind"] == 0 and key in ("qdd", "q_next")
-            note(label, err, max(TOLERANCE, SOLVE_ROUNDOFF * rec["condition"]) if solves else TOLERANCE)
+            allowed = max(TOLERANCE, SOLVE_ROUNDOFF * rec["condition"]) if solves else TOLERANCE
+            if rec["kind"] == 2 and key == "start":
+                # the local-PCA start solves encode(V z + mu) = q0 by secant steps while the
+                # residual falls, to START_TOLERANCE: two implementations agree to that, not to
+                # rounding (measured: the MacPherson's 1.2e-11 where C stopped a step apart)
+                allowed = max(allowed, START_TOLERANCE)
+            note(label, err, allowed)
         if rec["kind"] == 0:
             origin, rotation = poses_from_nc(artifact.layout, out["x_value"][None])
             ref_pose = np.concatenate([origin[0], matrix_to_quaternion(rotation[0])], axis=1).ravel()

@@ -4,7 +4,8 @@ appendix; docs/method.md, docs/training.md), as a list of optimiser steps.
 The pieces it puts together: the training samples (:mod:`.samples`), the model built from
 them (:func:`build_model`), the loss and its terms (:mod:`.loss`), the L-BFGS optimiser
 (:mod:`.lbfgs`) and its schedule (:mod:`.schedule`), checkpoints (:mod:`.checkpoints`) and
-the sparse identification of unknown forces (:mod:`.identify`).
+the sparse identification of unknown forces (:mod:`.identify`); at the L-BFGS floor, the
+rollout over the training runs that decides whether the floor suffices (:mod:`.floor_check`).
 
 ``--identify`` (seed 004), for forces the mechanism file does not describe: every term of the
 library (:mod:`mc2fmu.models.terms`) joins the dynamics at the start of L-BFGS with a zero
@@ -379,7 +380,7 @@ class Training:
 
     def check_floor(self) -> None:
         """The floor's check (:mod:`.floor_check`): when the last L-BFGS record reached the floor,
-        roll the best weights out over the training runs; a position NRMSE above
+        roll the best weights out over the training runs; an error (the points' NRMSE) above
         ``--lbfgs-check`` lowers the floor.  Both go into that record (``check``, ``floor``), so
         the schedule reads them and a resumed run takes the same decision."""
         cfg = self.cfg
@@ -397,7 +398,7 @@ class Training:
         entry["check"] = nrmse
         if nrmse > cfg.lbfgs_check:
             entry["floor"] = lowered_floor(floor, nrmse, cfg.lbfgs_check)
-            log.info("L-BFGS reached its floor %.1e at iteration %d, but the training runs' rollout NRMSE is %.3g %% "
+            log.info("L-BFGS reached its floor %.1e at iteration %d, but the training runs' rollout error is %.3g %% "
                      "(--lbfgs-check %.3g %%): the floor is now %.1e", floor, entry["iter"], 100 * nrmse,
                      100 * cfg.lbfgs_check, entry["floor"])
         if self.progress:
