@@ -1,14 +1,14 @@
 """The L-BFGS floor's check (``--lbfgs-check``): when the fit reaches ``--lbfgs-floor``, the model
 is rolled out over the training runs as ``mc2fmu simulate`` would (from each run's initial
-state, on its inputs) and the training stops only when the position NRMSE is at most the
+state, on its inputs) and the training stops only when the rollout's error is at most the
 check's tolerance; otherwise the floor is lowered and training goes on.
 
 Why: the floor is a one-step measure (relative squared errors of the reconstruction and the
 accelerations), and how far a one-step error carries over a run depends on the mechanism and
 the run: a long chain through repeated collinear passages (IFToMM A02, 81 bodies, 20 s) stops
-at the default floor with a 0.16 % rollout error where the linkages stop at 0.002-0.03 %.  The
+at the default floor with a 0.24 % rollout error where the linkages stop at 0.002-0.03 %.  The
 check turns the floor into what the user sees.  It costs one rollout per check, about the
-length of a ``simulate`` of the training runs (1.5 s for a 10 s run of a linkage, 5 s for
+length of a ``simulate`` of the training runs (1.5 s for a 10 s run of a linkage, 4.3 s for
 A02's 20 s), and only trainings that reach the floor take it.
 
 The rollout's error is the NRMSE of the natural coordinates' points (every body's centre of
@@ -18,8 +18,9 @@ those were most of a check).
 
 The new floor takes the rollout error as proportional to the fit, and aims at half the
 tolerance: ``floor * 0.5 tol / nrmse``, at most :data:`MAX_FACTOR` of the floor and at least
-:data:`MIN_FACTOR`, never under :data:`MIN_FLOOR`.  Measured on A02: 0.24 % at a fit of
-9.2e-8, 0.0025 % at 6.7e-10 (the error as the fit to the power 0.9).
+:data:`MIN_FACTOR`, never under :data:`MIN_FLOOR`.  Measured on A02 (benchmarks/a02.py): 0.24 %
+at a fit of 9.2e-8, 0.040 % at 3.6e-9, 0.0043 % at 9.8e-10: no one power of the fit, so a
+second lowering is common.
 """
 
 from __future__ import annotations
