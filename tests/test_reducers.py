@@ -78,7 +78,7 @@ def test_node_learns_the_pendulums_one_step_map(fitted, spinning_pendulum):
     """The trained ODE predicts the run's next velocity better than the same RK4 step without
     acceleration (a broken wiring of coordinates, velocities or inputs does not), and its
     rollout turns with the pendulum.  (Its accuracy on the suite: benchmarks/node.py.)"""
-    from mc2fmu.models.manifold import unwrap_angles
+    from mc2fmu.models.simulate import unwrap_angles
     from mc2fmu.models.node import rk4_step
 
     _, art = fitted("node")

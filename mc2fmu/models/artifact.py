@@ -40,7 +40,7 @@ from ..files import atomic_directory, file_problem, json_safe
 from ..mechanics.mechanism import Mechanism, mechanism_from_dict
 from ..mechanics.natural import NCLayout, build_layout, finite_difference_velocity
 from .envelope import Envelope
-from .manifold import unwrap_angles
+from .simulate import unwrap_angles
 from .model import MODEL_KINDS, ReducedModel
 
 FORMAT = "mc2fmu-model"

@@ -224,15 +224,6 @@ def acceleration(terms: ManifoldTerms, v, Hvv=None):
 # ------------------------------------------------------------------ the numpy run-time model
 
 
-def unwrap_angles(q: np.ndarray, angles) -> np.ndarray:
-    """Unwrap angle-type columns of a time series ``q`` (n_t, m) so they are continuous."""
-    q = np.array(q, dtype=np.float64)
-    for i, a in enumerate(angles):
-        if a:
-            q[:, i] = np.unwrap(q[:, i])
-    return q
-
-
 @dataclass(frozen=True, kw_only=True)
 class ManifoldModel:
     """The numpy run-time form of a decoder-manifold reduced model (no torch).

@@ -37,6 +37,15 @@ def trajectory(model, q0: np.ndarray, qd0: np.ndarray, u: np.ndarray) -> dict[st
     return {"q": q, "qd": qd, "x": x, "states": states}
 
 
+def unwrap_angles(q: np.ndarray, angles) -> np.ndarray:
+    """Unwrap angle-type columns of a time series ``q`` (n_t, m) so they are continuous."""
+    q = np.array(q, dtype=np.float64)
+    for i, a in enumerate(angles):
+        if a:
+            q[:, i] = np.unwrap(q[:, i])
+    return q
+
+
 def unwrap_from(q: np.ndarray, angles: np.ndarray, q0: np.ndarray) -> np.ndarray:
     """Angle columns of ``q`` (n_t, m) made continuous in time and shifted by whole turns so
     the first sample is nearest ``q0`` (a no-op on a series that already is)."""
@@ -106,7 +115,6 @@ def initial_state(model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``x`` (``qd0`` by a second-order one-sided difference of the encoded ``q``, angle-type
     columns unwrapped): how an FMU is started with ``q_start``/``qd_start``."""
     from ..mechanics.natural import finite_difference_velocity
-    from .manifold import unwrap_angles
 
     q = unwrap_angles(model.encode(np.asarray(x[:3], dtype=np.float64)), model.angles)
     return q[0], finite_difference_velocity(q, model.dt)[0]

@@ -13,7 +13,7 @@ import torch
 from ...mechanics.natural import finite_difference_velocity
 from ...models.artifact import ModelArtifact
 from ...models.charted import NodeModel
-from ...models.manifold import unwrap_angles
+from ...models.simulate import unwrap_angles
 from ..base import Checkpointer, trained_artifact
 from ..chart import chart_for
 from .config import NodeReducerConfig
