@@ -215,7 +215,8 @@ def main(argv=None) -> int:
             hidden = "x".join(map(str, art.training["config"].get("hidden") or ())) or "default"
             print(f"| {name} | {mode} | {c['loss']} | {c['rollout_steps']} | {hidden} | {opt_s:.0f} | {train_s:.0f} | "
                   f"{c['adam_epochs']}+{art.training['metrics'].get('lbfgs_iterations', c['lbfgs_iters'])} | {cost:.2f} | {exc} | {100 * r['nrmse']:.3f} | {r['rot']:.2e} | {flag} | {err10} |")
-    defaults = variant == "" and args.dyn_weight == 1.0
+    defaults = (args.loss, args.rollout, args.rollout_weight, args.warmup, args.dyn_weight, args.hidden) == \
+        ("sim", 0, 1.0, "rec", 1.0, "") and all(getattr(args, k) is None for k in PASSED_ON)
     problems = [f"{name} {mode}: {p}" for name, mode, _, _, res, _ in rows for p in missed_targets(res)]
     for problem in problems:
         print(f"train_accuracy: target missed: {problem}", file=sys.stderr)

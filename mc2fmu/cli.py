@@ -859,7 +859,7 @@ class _progress_bar:
     It shows no time left: L-BFGS stops when its stopping rule holds, rarely at the iteration
     cap, so the line shows what the rule watches instead, the best validation loss and how far
     it fell over the rule's window (the run stops when that is under --lbfgs-tol, or when the
-    loss reaches --lbfgs-floor)."""
+    loss reaches --lbfgs-floor and --lbfgs-check passes)."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet

@@ -68,7 +68,6 @@ from ...mechanics.parameters import BODY_SLOTS
 from ...mechanics.variants import parameter_names, parameter_vector
 from ...mechanics.rotations import matrix_to_quaternion
 from ...models.artifact import MASS_CHECKS, mass_check_configurations
-from ...models.local_linear import START_TOLERANCE
 from ...models.charted import LocalPcaModel, NodeModel
 from ...models.envelope import LEAVE_THRESHOLD, sample_points
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE

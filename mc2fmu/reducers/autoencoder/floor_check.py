@@ -17,7 +17,7 @@ mass and its three unit points) over their spread: what the bodies' position NRM
 those were most of a check).
 
 The new floor takes the rollout error as proportional to the fit, and aims at half the
-tolerance: ``floor * 0.5 tol / nrmse``, at most :data:`MAX_FACTOR` of the floor and at least
+tolerance: ``fit * 0.5 tol / nrmse`` (``fit`` the best fit reached), at most :data:`MAX_FACTOR` of it and at least
 :data:`MIN_FACTOR`, never under :data:`MIN_FLOOR`.  Measured on A02 (benchmarks/a02.py): 0.24 %
 at a fit of 9.2e-8, 0.040 % at 3.6e-9, 0.0043 % at 9.8e-10: no one power of the fit, so a
 second lowering is common.
@@ -49,7 +49,7 @@ def training_rollout_nrmse(model: TorchManifoldModel, ds: Dataset) -> float:
     for run in ds.runs():
         if len(run.x) < 3:
             continue
-        rt = to_runtime(model, run.dt)
+        rt = to_runtime(model, float(ds.dt[0]))  # the model's step, as the artifact has it
         q0, qd0 = initial_state(rt, run.x)
         x = trajectory(rt, q0, qd0, run.u)["x"]
         if not np.isfinite(x).all():
@@ -60,7 +60,8 @@ def training_rollout_nrmse(model: TorchManifoldModel, ds: Dataset) -> float:
     return worst
 
 
-def lowered_floor(floor: float, nrmse: float, tol: float) -> float:
-    """The next floor after a check whose rollout gave ``nrmse`` above ``tol``."""
+def lowered_floor(fit: float, nrmse: float, tol: float) -> float:
+    """The next floor after a check whose rollout gave ``nrmse`` above ``tol``, ``fit`` the best
+    fit reached (at most the floor: records come every 20 iterations, so the fit may be under it)."""
     factor = 0.5 * tol / nrmse if math.isfinite(nrmse) and nrmse > 0 else MIN_FACTOR
-    return max(MIN_FLOOR, floor * min(MAX_FACTOR, max(MIN_FACTOR, factor)))
+    return max(MIN_FLOOR, fit * min(MAX_FACTOR, max(MIN_FACTOR, factor)))

@@ -319,6 +319,7 @@ def export_graphs(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], fe
         renamed = {f"{name}__{o}": o for o in spec.outputs}
         try:
             part = extractor.extract_model(list(spec.inputs), list(renamed))
+            onnx.checker.check_model(part, full_check=True)  # a part that reads outside its inputs fails here
             inner = {v for node in part.graph.node for v in node.output} | {i.name for i in part.graph.input}
             ok = [i.name for i in part.graph.input] == list(spec.inputs) and not (inner & set(spec.outputs))
         except Exception:  # noqa: BLE001 - any failure to cut the part out: export the graph alone

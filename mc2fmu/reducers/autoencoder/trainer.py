@@ -277,7 +277,7 @@ class Training:
                          window=LBFGS_WINDOW)
         self.history.append(entry)
         if self.progress:
-            self.progress(entry)
+            self.progress(dict(entry))
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -395,9 +395,12 @@ class Training:
         finally:
             self.model.load_state_dict(current)
         entry = [e for e in self.history if e["stage"] == "lbfgs"][-1]
-        entry["check"] = nrmse
+        entry["check"], entry["checked_floor"] = nrmse, floor
         if nrmse > cfg.lbfgs_check:
-            entry["floor"] = lowered_floor(floor, nrmse, cfg.lbfgs_check)
+            entry["floor"] = lowered_floor(min(floor, entry["best_fit"]), nrmse, cfg.lbfgs_check)
+            if not entry["floor"] < entry["best_fit"]:  # at the lowest floor: the rule and the cap decide
+                log.warning("L-BFGS is at its lowest floor (%.0e) with a rollout error of %.3g %% over the "
+                            "training runs (--lbfgs-check %.3g %%)", entry["floor"], 100 * nrmse, 100 * cfg.lbfgs_check)
             log.info("L-BFGS reached its floor %.1e at iteration %d, but the training runs' rollout error is %.3g %% "
                      "(--lbfgs-check %.3g %%): the floor is now %.1e", floor, entry["iter"], 100 * nrmse,
                      100 * cfg.lbfgs_check, entry["floor"])
