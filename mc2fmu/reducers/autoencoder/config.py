@@ -161,7 +161,7 @@ class TrainConfig:
         "about 3e-4 of the data's spread; 0: off)"))
     lbfgs_check: float = field(default=AUTO_LBFGS_CHECK, metadata=_opt(
         "--lbfgs-check", "when the fit reaches --lbfgs-floor, roll the model out over the training runs (as "
-        "`mc2fmu simulate`) and stop only if the position NRMSE is at most this fraction; otherwise lower the floor "
+        "`mc2fmu simulate`) and stop only if the error (the points' NRMSE) is at most this fraction; otherwise lower the floor "
         f"and go on (default {AUTO_LBFGS_CHECK:g}, i.e. 0.02 %; 0: no check)"))
     lbfgs_subset: int = field(default=AUTO_LBFGS_SUBSET, metadata=_opt(
         "--lbfgs-subset", "L-BFGS starts on every Nth training triplet (at least 200 of them) and doubles its share, "

@@ -46,10 +46,10 @@ def training_rollout_nrmse(model: TorchManifoldModel, ds: Dataset) -> float:
     (rms error over the rms deviation from the run's mean), the model rolled out from each
     run's initial state on the run's inputs (inf: a rollout that diverged)."""
     worst = 0.0
+    rt = to_runtime(model, float(ds.dt[0]))  # the model's step, as the artifact has it
     for run in ds.runs():
         if len(run.x) < 3:
             continue
-        rt = to_runtime(model, float(ds.dt[0]))  # the model's step, as the artifact has it
         q0, qd0 = initial_state(rt, run.x)
         x = trajectory(rt, q0, qd0, run.u)["x"]
         if not np.isfinite(x).all():

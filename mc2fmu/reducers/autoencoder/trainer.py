@@ -397,9 +397,9 @@ class Training:
         entry = [e for e in self.history if e["stage"] == "lbfgs"][-1]
         entry["check"], entry["checked_floor"] = nrmse, floor
         if nrmse > cfg.lbfgs_check:
-            entry["floor"] = lowered_floor(min(floor, entry["best_fit"]), nrmse, cfg.lbfgs_check)
-            if not entry["floor"] < entry["best_fit"]:  # at the lowest floor: the rule and the cap decide
-                log.warning("L-BFGS is at its lowest floor (%.0e) with a rollout error of %.3g %% over the "
+            entry["floor"] = lowered_floor(entry["best_fit"], nrmse, cfg.lbfgs_check)  # best_fit <= floor here
+            if not entry["floor"] < entry["best_fit"]:  # at the lowest floor: training stops here, unchecked
+                log.warning("L-BFGS stops at its lowest floor (%.0e) with a rollout error of %.3g %% over the "
                             "training runs (--lbfgs-check %.3g %%)", entry["floor"], 100 * nrmse, 100 * cfg.lbfgs_check)
             log.info("L-BFGS reached its floor %.1e at iteration %d, but the training runs' rollout error is %.3g %% "
                      "(--lbfgs-check %.3g %%): the floor is now %.1e", floor, entry["iter"], 100 * nrmse,
