@@ -73,3 +73,80 @@ def test_a_failing_check_lowers_the_floor_and_training_goes_on(reference_run):
     after = [e for e in checked.history if e["stage"] == "lbfgs" and e["iter"] > first]
     assert after and after[0]["floor"] == lowered and all(e["floor"] <= lowered for e in after)
     assert checked.metrics["lbfgs_iterations"] > first
+
+
+def test_a_run_interrupted_at_a_failed_check_resumes_to_the_uninterrupted_result(reference_run, tmp_path):
+    """Interrupted (Ctrl-C) in the progress call that reports a failed check, the checkpoint
+    holds the check and the lowered floor: the resumed run checks nothing twice and ends with
+    the uninterrupted run's weights, iterations and floors."""
+    import torch
+
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+    from mc2fmu.reducers.autoencoder.trainer import train
+    from mc2fmu.reducers.base import Checkpointer, TrainingInterrupted
+
+    run = reference_run("four_bar", "train")
+    ds = load_training_data(Path(run["path"]).parent.parent / "mechanism.toml", [run["path"]])
+    cfg = TrainConfig(**{**BRIEF, "lbfgs_iters": 200}, lbfgs_check=1e-7)
+    whole = train(ds, cfg)
+    assert _checks(whole.history), "the brief fit reaches its floor and fails the check"
+
+    def stop_at_the_check(entry):
+        if "check" in entry:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "m.checkpoint.pt"
+    with pytest.raises(TrainingInterrupted):
+        train(ds, cfg, stop_at_the_check, Checkpointer(path, 0.0))
+    resumed = train(ds, cfg, None, Checkpointer(path, 0.0, resume=True))
+    decided = lambda h: [(e["iter"], e["check"], e["checked_floor"], e["floor"]) for e in _checks(h)]  # noqa: E731
+    assert decided(resumed.history) == decided(whole.history)
+    assert resumed.metrics["lbfgs_iterations"] == whole.metrics["lbfgs_iterations"]
+    floors = lambda h: [(e["iter"], e.get("floor")) for e in h if e["stage"] == "lbfgs"]  # noqa: E731
+    assert floors(resumed.history) == floors(whole.history)
+    reference = whole.model.state_dict()
+    for k, v in resumed.model.state_dict().items():
+        assert torch.equal(v, reference[k]), k
+
+
+def test_a_check_with_no_run_to_roll_out_is_reported_as_unchecked(reference_run):
+    """Runs the rollout cannot measure (shorter than 3 samples, or not moving) give no error,
+    not a pass: None, which the trainer records and warns about."""
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder.floor_check import training_rollout_nrmse
+
+    run = reference_run("four_bar", "train")
+    ds = load_training_data(Path(run["path"]).parent.parent / "mechanism.toml", [run["path"]])
+
+    class Still:  # the run held at its first sample: nothing moves
+        def runs(self):
+            for r in ds.runs():
+                r.x[:] = r.x[0]
+                yield r
+
+        def __getattr__(self, name):
+            return getattr(ds, name)
+
+    assert training_rollout_nrmse(None, Still()) is None  # no model is needed: no run is rolled out
+
+
+def test_training_whose_check_has_nothing_to_roll_out_stops_at_the_floor_with_a_warning(reference_run, monkeypatch,
+                                                                                         caplog):
+    """No run to measure: the record's check is None (not an error that passed), the floor
+    stands and training stops there, with a warning that says it is unchecked."""
+    import logging
+
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.reducers.autoencoder import trainer
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    run = reference_run("four_bar", "train")
+    ds = load_training_data(Path(run["path"]).parent.parent / "mechanism.toml", [run["path"]])
+    monkeypatch.setattr(trainer, "training_rollout_nrmse", lambda model, ds: None)
+    with caplog.at_level(logging.WARNING):
+        result = trainer.train(ds, TrainConfig(**BRIEF, lbfgs_check=1e-7))
+    (check,) = _checks(result.history)
+    assert check["check"] is None and check["floor"] == BRIEF["lbfgs_floor"]
+    assert result.metrics["lbfgs_iterations"] == check["iter"] < BRIEF["lbfgs_iters"]
+    assert any("unchecked" in r.getMessage() for r in caplog.records)

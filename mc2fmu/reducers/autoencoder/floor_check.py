@@ -35,28 +35,32 @@ from .torch_model import TorchManifoldModel, to_runtime
 
 #: the lowest floor the check lowers to (below it, the relative rule and the iteration cap stop L-BFGS)
 MIN_FLOOR = 1e-12
+#: a run whose points' spread is at most this fraction of their size does not move (the spread of
+#: a constant run is its mean's round-off, not zero)
+STILL = 1e-12
 #: a failed check lowers the floor by at least this factor (a rollout just above the tolerance) ...
 MAX_FACTOR = 0.3
 #: ... and by at most this one (a rollout that diverged)
 MIN_FACTOR = 1e-3
 
 
-def training_rollout_nrmse(model: TorchManifoldModel, ds: Dataset) -> float:
+def training_rollout_nrmse(model: TorchManifoldModel, ds: Dataset) -> float | None:
     """The largest NRMSE of the natural coordinates' points over the training runs of ``ds``
     (rms error over the rms deviation from the run's mean), the model rolled out from each
-    run's initial state on the run's inputs (inf: a rollout that diverged)."""
-    worst = 0.0
-    rt = to_runtime(model, float(ds.dt[0]))  # the model's step, as the artifact has it
+    run's initial state on the run's inputs (inf: a rollout that diverged; None: no run to roll
+    out, every one shorter than 3 samples or not moving)."""
+    worst, rt = None, None
     for run in ds.runs():
-        if len(run.x) < 3:
+        spread = np.sqrt(np.mean((run.x - run.x.mean(axis=0)) ** 2)) if len(run.x) >= 3 else 0.0
+        if not spread > STILL * (1.0 + np.sqrt(np.mean(run.x ** 2))):  # a run at rest: its mean's round-off
             continue
+        if rt is None:
+            rt = to_runtime(model, float(ds.dt[0]))  # the model's step, as the artifact has it
         q0, qd0 = initial_state(rt, run.x)
         x = trajectory(rt, q0, qd0, run.u)["x"]
         if not np.isfinite(x).all():
             return math.inf
-        spread = np.sqrt(np.mean((run.x - run.x.mean(axis=0)) ** 2))
-        if spread > 0:
-            worst = max(worst, float(np.sqrt(np.mean((x - run.x) ** 2)) / spread))
+        worst = max(worst or 0.0, float(np.sqrt(np.mean((x - run.x) ** 2)) / spread))
     return worst
 
 

@@ -396,7 +396,11 @@ class Training:
             self.model.load_state_dict(current)
         entry = [e for e in self.history if e["stage"] == "lbfgs"][-1]
         entry["check"], entry["checked_floor"] = nrmse, floor
-        if nrmse > cfg.lbfgs_check:
+        if nrmse is None:  # nothing to roll out: the floor stands, unchecked (the record says so: check None)
+            log.warning("L-BFGS reached its floor %.1e, but no training run can be rolled out to check it (every "
+                        "one is shorter than 3 samples or does not move): training stops at the floor unchecked "
+                        "(--lbfgs-check)", floor)
+        elif nrmse > cfg.lbfgs_check:
             entry["floor"] = lowered_floor(entry["best_fit"], nrmse, cfg.lbfgs_check)  # best_fit <= floor here
             if not entry["floor"] < entry["best_fit"]:  # at the lowest floor: training stops here, unchecked
                 log.warning("L-BFGS stops at its lowest floor (%.0e) with a rollout error of %.3g %% over the "
