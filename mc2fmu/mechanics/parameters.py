@@ -5,13 +5,15 @@ slots): per body, in file order, mass, centre of mass x y z (body frame) and the
 tensor's xx yy zz xy xz yz (:data:`BODY_SLOTS`); then gravity x y z; then per spring
 stiffness, damping and rest length.  From ``theta`` and the trained layout (each body's point
 length ``L`` and the centre of mass its points were placed at) come each body's 4x4 point mass
-block (:func:`body_mass_block`; the body's 12x12 block of ``M`` is ``A (x) I_3``), gravity's
+block (:func:`body_mass_entries`, written once for every target; the body's 12x12 block of ``M`` is
+``A (x) I_3``), gravity's
 force ``f_g = M g`` and the spring constants (:func:`physics_arrays`).
 
 numpy only, and nothing else imported: the python FMU backend inserts this module's source
 into its slave (one implementation of the physics a parameter set gives and of its checks, as
 :mod:`mc2fmu.mechanics.natural` and ``mc2fmu validate`` use them).  The native backend's C
-runtime implements the same in ``mc2fmu_native.h``; the tests compare the two.
+runtime prints :func:`body_mass_entries` and implements the rest in ``mc2fmu_native.h``; the tests
+compare the two.
 """
 
 from __future__ import annotations
@@ -32,34 +34,61 @@ def second_moment(inertia: np.ndarray) -> np.ndarray:
     return 0.5 * np.trace(inertia) * np.eye(3) - inertia
 
 
-def body_mass_block(mass: float, inertia: np.ndarray, length: float, offset: np.ndarray | None = None) -> np.ndarray:
-    """The 4x4 point mass matrix ``A`` of one body (the 12x12 block is ``A (x) I_3``).
+#: a body's 4x4 point mass block ``A`` as :func:`body_mass_entries` gives it: its distinct
+#: entries (upper triangle, row by row), then its four row sums (gravity's weights on the points)
+MASS_ENTRIES = ((0, 0), (0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (3, 3))
+MASS_VALUES = len(MASS_ENTRIES) + 4
 
-    The points are ``r_0`` at the layout's centre and ``r_k = r_0 + L e_k``; ``offset`` is the
-    body's centre of mass relative to that centre, in the body frame (None: at it, the
-    layout of the body's own mechanism file).  ``A`` holds the mass distribution's moments in
-    the points' affine weights ``w = (1 - sum a, a)``, ``a = (s - c) / L``: ``sum A = m``,
-    ``int a dm = m d`` and ``int a a^T dm = (S + m d d^T L^2) / L^2`` with ``d = offset / L``
-    and ``S`` the second moment about the centre of mass, so ``A`` is linear in the mass, the
-    mass times the offset, and the inertia (a physical variant keeps the trained layout)."""
-    St = second_moment(inertia) / length**2
+
+def body_mass_entries(th, L, com) -> list:
+    """One body's point mass block, written once for every target: the entries of
+    :data:`MASS_ENTRIES` and the row sums, from its parameter slots ``th`` (mass, centre of mass
+    x y z in the body frame, inertia xx yy zz xy xz yz: :data:`BODY_SLOTS`), its point length
+    ``L`` and the centre of mass ``com`` its points were placed about.  Plain arithmetic, so it
+    runs on numbers, CasADi symbols and :mod:`mc2fmu.models.expr` leaves: the native FMU's C and
+    the Modelica parameters are printed from it, and :func:`body_mass_block` evaluates it.
+
+    The points are ``r_0`` at ``com`` and ``r_k = r_0 + L e_k``.  ``A`` holds the mass
+    distribution's moments in the points' affine weights ``w = (1 - sum a, a)``, ``a = (s -
+    com) / L``: ``sum A = m``, ``int a dm = m d`` and ``int a a^T dm = S / L^2 + m d d^T`` with
+    ``d`` the centre of mass's offset from ``com`` in point lengths and ``S = tr(J)/2 I - J`` the
+    second moment about the centre of mass, so ``A`` is linear in the mass, the mass times the
+    offset, and the inertia (a physical variant keeps the trained layout)."""
+    mass = th[0]
+    J = [[None] * 3 for _ in range(3)]
+    for value, (i, j) in zip(th[4:10], INERTIA_ENTRIES):
+        J[i][j] = J[j][i] = value
+    tr = J[0][0] + J[1][1] + J[2][2]
+    inv_L = 1.0 / L
+    inv_L2 = inv_L * inv_L
+    d = [(th[1 + i] - com[i]) * inv_L for i in range(3)]
+    Sig = [[((0.5 * tr if i == j else 0.0) - J[i][j]) * inv_L2 + mass * d[i] * d[j] for j in range(3)] for i in range(3)]
+    s1 = [Sig[i][0] + Sig[i][1] + Sig[i][2] for i in range(3)]
+    A = [[None] * 4 for _ in range(4)]
+    A[0][0] = mass - 2.0 * (mass * d[0] + mass * d[1] + mass * d[2]) + (s1[0] + s1[1] + s1[2])
+    for i in range(3):
+        A[0][1 + i] = A[1 + i][0] = mass * d[i] - s1[i]
+        for j in range(3):
+            A[1 + i][1 + j] = Sig[i][j]
+    return [A[i][j] for i, j in MASS_ENTRIES] + [A[j][0] + A[j][1] + A[j][2] + A[j][3] for j in range(4)]
+
+
+def mass_block_of(entries) -> np.ndarray:
+    """The 4x4 block ``A`` of :func:`body_mass_entries`' values."""
     A = np.empty((4, 4))
-    if offset is None or not np.any(offset):
-        s1 = St.sum(axis=1)
-        A[0, 0] = mass + s1.sum()
-        A[0, 1:] = -s1
-        A[1:, 0] = -s1
-        A[1:, 1:] = St
-        return A
-    d = np.asarray(offset, dtype=np.float64) / length
-    Sig = St + mass * np.outer(d, d)
-    mu = mass * d
-    s1 = Sig.sum(axis=1)
-    A[0, 0] = mass - 2.0 * mu.sum() + s1.sum()
-    A[0, 1:] = mu - s1
-    A[1:, 0] = mu - s1
-    A[1:, 1:] = Sig
+    for v, (i, j) in zip(entries, MASS_ENTRIES):
+        A[i, j] = A[j, i] = v
     return A
+
+
+def body_mass_block(mass: float, inertia: np.ndarray, length: float, offset: np.ndarray | None = None) -> np.ndarray:
+    """The 4x4 point mass matrix ``A`` of one body (the 12x12 block is ``A (x) I_3``):
+    :func:`body_mass_entries` with the centre of mass ``offset`` from the points' centre, in the
+    body frame (None: at it, the layout of the body's own mechanism file)."""
+    inertia = np.asarray(inertia, dtype=np.float64)
+    off = [0.0, 0.0, 0.0] if offset is None else [float(v) for v in offset]
+    th = [float(mass)] + off + [float(inertia[i, j]) for i, j in INERTIA_ENTRIES]
+    return mass_block_of(body_mass_entries(th, float(length), (0.0, 0.0, 0.0)))
 
 
 def inertia_tensor(entries) -> np.ndarray:

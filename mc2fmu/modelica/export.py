@@ -8,9 +8,9 @@ importing tool differentiates, sorts and solves itself.
   ``z``, the Jacobian ``Jz = dz/dq`` and the second derivative along the velocity
   ``sz = (d2z/dq2) : (qd, qd)``; the output layer gives ``x``, ``J`` and ``s``
   (the NC points, ``dx/dq`` and ``H : (qd, qd)``);
-* the NC mass matrix from the physical parameters (each body's 4x4 point mass block of
-  :func:`mc2fmu.mechanics.natural.body_mass_block`, with the centre-of-mass offset from the
-  trained points), gravity ``M g``, the input loads, the springs (and a recorded spring's
+* the NC mass matrix from the physical parameters (each body's 4x4 point mass block, printed
+  from :func:`mc2fmu.mechanics.parameters.body_mass_entries`, with the centre-of-mass offset
+  from the trained points), gravity ``M g``, the input loads, the springs (and a recorded spring's
   learned law), the identified terms;
 * ``der(q) = qd`` and ``Mm * der(qd) = rhs`` with ``Mm = J^T M J`` and
   ``rhs = J^T (f - M s) + fid`` (``fid = Xi^T lambda``): the same reduced dynamics as the FMUs;
@@ -44,7 +44,8 @@ from ..files import atomic_output
 from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
 from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD
-from ..models.expr import emit_modelica
+from ..mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, body_mass_entries
+from ..models.expr import clear as expr_clear, emit_modelica, inputs as expr_inputs
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
 from ..models.terms import active_terms, traced as terms_traced
 
@@ -297,47 +298,22 @@ def modelica_source(art, name: str) -> str:
 
 
 def _mass_block(src: _Source, b: str, principal: bool, L: float, c0) -> None:
-    """The body's 4x4 point mass block (``body_mass_block``) as scalar parameter expressions of
-    its mass, centre of mass and inertia, and its row sums (gravity's weights)."""
-    iL, iL2 = 1.0 / L, 1.0 / (L * L)
-    J = {(i, i): f"{b}_inertia[{i + 1}]" for i in range(3)}
-    if not principal:
-        for k, (i, j) in enumerate(INERTIA_ENTRIES[3:]):
-            J[(i, j)] = J[(j, i)] = f"{b}_inertia[{k + 4}]"
-    tr = f"({b}_inertia[1] + {b}_inertia[2] + {b}_inertia[3])"
-    for k in range(3):
-        src.par(f"{b}_d{k + 1}", f"({b}_com[{k + 1}] - {_num(c0[k])}) * {_num(iL)}",
-                f"{b}: centre-of-mass offset from the trained point, in point lengths", protected=True)
-    for i in range(3):
-        for j in range(i, 3):
-            parts = []
-            if i == j:
-                parts.append(f"0.5 * {tr} - {J[(i, i)]}")
-            elif (i, j) in J:
-                parts.append(f"-{J[(i, j)]}")
-            second = f"({' '.join(parts)}) * {_num(iL2)} + " if parts else ""
-            src.par(f"{b}_S{i + 1}{j + 1}", f"{second}{b}_mass * {b}_d{i + 1} * {b}_d{j + 1}",
-                    f"{b}: second moment in the points' weights", protected=True)
-
-    def S(i, j):
-        return f"{b}_S{min(i, j) + 1}{max(i, j) + 1}"
-
-    rowsum = [" + ".join(S(i, j) for j in range(3)) for i in range(3)]
-    src.par(f"{b}_A00", f"{b}_mass - 2.0 * {b}_mass * ({b}_d1 + {b}_d2 + {b}_d3) + "
-            + " + ".join(f"({r})" for r in rowsum), f"{b}: point mass block entry 0, 0", protected=True)
-    for k in range(3):
-        src.par(f"{b}_A0{k + 1}", f"{b}_mass * {b}_d{k + 1} - ({rowsum[k]})", f"{b}: point mass block entry 0, {k + 1}",
-                protected=True)
-    for i in range(3):
-        for j in range(i, 3):
-            src.par(f"{b}_A{i + 1}{j + 1}", S(i, j), f"{b}: point mass block entry {i + 1}, {j + 1}", protected=True)
-
-    def A(i, j):
-        return f"{b}_A{min(i, j)}{max(i, j)}"
-
-    for j in range(4):
-        src.par(f"{b}_R{j}", " + ".join(A(j, k) for k in range(4)), f"{b}: gravity's weight on point {j}",
-                protected=True)
+    """The body's 4x4 point mass block and its row sums (gravity's weights), ``{b}_Aij`` (``i <=
+    j``) and ``{b}_Rj``, as parameter expressions of its mass, centre of mass and inertia,
+    printed from :func:`mc2fmu.mechanics.parameters.body_mass_entries` (the point length and the
+    trained centre of mass are numbers)."""
+    names = [f"{b}_mass"] + [f"{b}_com[{k + 1}]" for k in range(3)]
+    names += [f"{b}_inertia[{k + 1}]" if k < 3 or not principal else "0.0" for k in range(6)]
+    expr_clear()
+    entries = body_mass_entries(expr_inputs("th", BODY_SLOTS), float(L), [float(c) for c in c0])
+    temps, lines = emit_modelica(entries, lambda name, i: names[i], f"{b}_mt")
+    for t, line in zip(temps, lines):
+        src.par(t, line.split(" = ", 1)[1].rstrip(";"), f"{b}: a shared term of its point mass block", protected=True)
+    results = lines[len(temps):]
+    for (i, j), e in zip(MASS_ENTRIES, results):
+        src.par(f"{b}_A{i}{j}", e, f"{b}: point mass block entry {i}, {j}", protected=True)
+    for j, e in enumerate(results[len(MASS_ENTRIES):]):
+        src.par(f"{b}_R{j}", e, f"{b}: gravity's weight on point {j}", protected=True)
 
 
 def _decoder(src: _Source, art, model, act: str) -> None:

@@ -267,12 +267,12 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
     return assignments, [text[id(o)] for o in outputs]
 
 
-def emit_c(outputs: Sequence, out: str = "out", indent: str = "    ") -> str:
+def emit_c(outputs: Sequence, out: str = "out", indent: str = "    ", ctype: str = "mc2fmu_real") -> str:
     """C statements that set ``out[k]`` to output ``k`` (inputs as ``name[i]``), in the scalar
-    type ``mc2fmu_real``."""
+    type ``ctype`` (default ``mc2fmu_real``)."""
     outs = [Expr.wrap(o) for o in outputs]
     assignments, results = _print(outs, lambda name, i: f"{name}[{i}]", lambda k: f"t{k}", _C)
-    lines = [f"{indent}const mc2fmu_real {n} = {s};" for n, s in assignments]
+    lines = [f"{indent}const {ctype} {n} = {s};" for n, s in assignments]
     lines += [f"{indent}{out}[{k}] = {s};" for k, s in enumerate(results)]
     return "\n".join(lines)
 

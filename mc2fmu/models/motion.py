@@ -17,8 +17,8 @@ local-PCA model's of its decoded motion).
 * ``<body>.wx|wy|wz`` (rad/s): the angular velocity, global frame, ``w = 1/2 sum_k a_k x
   a_k'`` with ``a_k = (r_k - r0) / L`` (for orthonormal ``a_k`` and ``a_k' = w x a_k``:
   ``sum_k a_k x (w x a_k) = 3 w - w``).
-* ``kinetic_energy`` (J): ``1/2 xd^T M xd``, ``M`` from ``theta`` (the mass blocks of
-  :func:`mc2fmu.mechanics.parameters.body_mass_block`).
+* ``kinetic_energy`` (J): ``1/2 xd^T M xd``, ``M`` from ``theta`` (each body's point mass
+  block, :func:`mc2fmu.mechanics.parameters.body_mass_entries`).
 * ``potential_energy`` (J): gravity's ``-sum_b m_b g . r_com,b`` (``= -f_g . x``, relative to
   the global origin) plus each spring's ``k (l - L0)^2 / 2``.  A recorded spring's learned law
   adds its tension to the linear one; that part has no closed-form potential and is left out,
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..mechanics.natural import POINTS_PER_BODY, NCLayout
-from ..mechanics.parameters import BODY_SLOTS, INERTIA_ENTRIES
+from ..mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, MASS_VALUES, body_mass_entries
 from . import expr
 from .expr import sqrt
 
@@ -84,53 +84,35 @@ def output_names(body_names) -> list[tuple[str, str, str]]:
 BODY_VALUES = 8
 
 
-def _mass_block(th, L, com):
-    """The body's 4x4 point mass matrix as :func:`~mc2fmu.mechanics.parameters.body_mass_block`
-    computes it from its parameter slots ``th`` (mass, com, inertia xx yy zz xy xz yz), with
-    the offset of that centre of mass from the layout's ``com``; entries as scalars."""
-    mass, J = th[0], [[None] * 3 for _ in range(3)]
-    for value, (i, j) in zip(th[4:10], INERTIA_ENTRIES):
-        J[i][j] = J[j][i] = value
-    tr = J[0][0] + J[1][1] + J[2][2]
-    d = [(th[1 + i] - com[i]) / L for i in range(3)]
-    Sig = [[((0.5 * tr if i == j else 0.0) - J[i][j]) / (L * L) + mass * d[i] * d[j] for j in range(3)] for i in range(3)]
-    s1 = [Sig[i][0] + Sig[i][1] + Sig[i][2] for i in range(3)]
-    A = [[None] * 4 for _ in range(4)]
-    A[0][0] = mass - 2.0 * (mass * d[0] + mass * d[1] + mass * d[2]) + (s1[0] + s1[1] + s1[2])
-    for i in range(3):
-        A[0][1 + i] = A[1 + i][0] = mass * d[i] - s1[i]
-        for j in range(3):
-            A[1 + i][1 + j] = Sig[i][j]
-    return A
-
-
-def body_outputs(x, xd, th, g, geo) -> list:
+def body_outputs(x, xd, mass, g, geo) -> list:
     """One body's values (:data:`BODY_VALUES`): its origin velocity and angular velocity, then its
     kinetic energy and gravity's potential of it, from its 12 natural coordinates ``x`` and rates
-    ``xd`` (point-major: ``r0``, ``r1``, ``r2``, ``r3``), its parameter slots ``th``
-    (:data:`~mc2fmu.mechanics.parameters.BODY_SLOTS`), gravity ``g`` and ``geo`` = (point length
-    ``L``, the layout's centre of mass in the body frame)."""
+    ``xd`` (point-major: ``r0``, ``r1``, ``r2``, ``r3``), its point mass block ``mass``
+    (:func:`~mc2fmu.mechanics.parameters.body_mass_entries`' values, of its parameter slots),
+    gravity ``g`` and ``geo`` = (point length ``L``, the layout's centre of mass in the body
+    frame)."""
     L, com = geo[0], geo[1:4]
+    inv_L = 1.0 / L
     r = [[x[3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
     v = [[xd[3 * j + a] for a in range(3)] for j in range(POINTS_PER_BODY)]
     # the origin's velocity: the points' affine combination for the body-frame origin
-    w = [-c / L for c in com]
+    w = [-c * inv_L for c in com]
     c0 = 1.0 - (w[0] + w[1] + w[2])
     out = [c0 * v[0][a] + w[0] * v[1][a] + w[1] * v[2][a] + w[2] * v[3][a] for a in range(3)]
-    ak = [[(r[k][a] - r[0][a]) / L for a in range(3)] for k in range(1, 4)]
-    dk = [[(v[k][a] - v[0][a]) / L for a in range(3)] for k in range(1, 4)]
+    # w = 1/2 sum_k a_k x a_k' with a_k = (r_k - r0) / L: the cross products of the differences, scaled once
+    ak = [[r[k][a] - r[0][a] for a in range(3)] for k in range(1, 4)]
+    dk = [[v[k][a] - v[0][a] for a in range(3)] for k in range(1, 4)]
+    half = 0.5 * inv_L * inv_L
     for a in range(3):
         i, j = (a + 1) % 3, (a + 2) % 3
-        out.append(0.5 * ((ak[0][i] * dk[0][j] - ak[0][j] * dk[0][i]) + (ak[1][i] * dk[1][j] - ak[1][j] * dk[1][i])
-                          + (ak[2][i] * dk[2][j] - ak[2][j] * dk[2][i])))
-    A = _mass_block(th, L, com)
+        out.append(half * ((ak[0][i] * dk[0][j] - ak[0][j] * dk[0][i]) + (ak[1][i] * dk[1][j] - ak[1][j] * dk[1][i])
+                           + (ak[2][i] * dk[2][j] - ak[2][j] * dk[2][i])))
     kinetic, potential = 0.0, 0.0
-    for j in range(4):
-        for m in range(j, 4):
-            dot = v[j][0] * v[m][0] + v[j][1] * v[m][1] + v[j][2] * v[m][2]
-            kinetic = kinetic + (0.5 if j == m else 1.0) * A[j][m] * dot
-        # f_g . x = sum_j (A 1)_j g . r_j
-        row = A[j][0] + A[j][1] + A[j][2] + A[j][3]
+    for (j, m), a in zip(MASS_ENTRIES, mass):
+        dot = v[j][0] * v[m][0] + v[j][1] * v[m][1] + v[j][2] * v[m][2]
+        kinetic = kinetic + (0.5 if j == m else 1.0) * a * dot
+    for j in range(4):  # f_g . x = sum_j (A 1)_j g . r_j
+        row = mass[len(MASS_ENTRIES) + j]
         potential = potential - row * (g[0] * r[j][0] + g[1] * r[j][1] + g[2] * r[j][2])
     return out + [kinetic, potential]
 
@@ -163,7 +145,8 @@ def motion_outputs(geometry: MotionGeometry, x, xd, theta) -> list:
     nb = geometry.n_bodies
     g = [theta[BODY_SLOTS * nb + a] for a in range(3)]
     for b, (o, L, com) in enumerate(zip(geometry.offsets, geometry.lengths, geometry.coms)):
-        vals = body_outputs(x[o:o + 12], xd[o:o + 12], theta[BODY_SLOTS * b: BODY_SLOTS * (b + 1)], g, (L, *com))
+        mass = body_mass_entries(theta[BODY_SLOTS * b: BODY_SLOTS * (b + 1)], L, com)
+        vals = body_outputs(x[o:o + 12], xd[o:o + 12], mass, g, (L, *com))
         out += vals[:6]
         kinetic = kinetic + vals[6]
         potential = potential + vals[7]
@@ -182,13 +165,24 @@ def traced(geometry: MotionGeometry, n_x: int, n_theta: int) -> list:
 
 def traced_parts() -> tuple[list, "expr.Expr"]:
     """:func:`body_outputs` and :func:`spring_energy` as graphs of generic leaves (``x``,
-    ``xd`` 12, ``th`` 10, ``g`` 3, ``geo`` 4; ``d`` 3, ``ks`` 2): what the native FMU's C
-    prints once and runs per body and per spring."""
+    ``xd`` 12, ``mass`` :data:`~mc2fmu.mechanics.parameters.MASS_VALUES`, ``g`` 3, ``geo`` 4;
+    ``d`` 3, ``ks`` 2): what the native FMU's C prints once and runs per body and per spring
+    (each body's mass block is the physics' own, formed when the parameters are set:
+    :func:`traced_mass`)."""
     expr.clear()
     body = [expr.Expr.wrap(o) for o in body_outputs(expr.inputs("x", 12), expr.inputs("xd", 12),
-                                                     expr.inputs("th", BODY_SLOTS), expr.inputs("g", 3),
+                                                     expr.inputs("mass", MASS_VALUES), expr.inputs("g", 3),
                                                      expr.inputs("geo", 4))]
     return body, expr.Expr.wrap(spring_energy(expr.inputs("d", 3), expr.inputs("ks", 2)))
+
+
+def traced_mass() -> list:
+    """:func:`~mc2fmu.mechanics.parameters.body_mass_entries` as a graph of the leaves ``th``
+    (:data:`~mc2fmu.mechanics.parameters.BODY_SLOTS`) and ``geo`` (the point length, the layout's
+    centre of mass): the native FMU's C of a body's mass block."""
+    expr.clear()
+    geo = expr.inputs("geo", 4)
+    return [expr.Expr.wrap(o) for o in body_mass_entries(expr.inputs("th", BODY_SLOTS), geo[0], geo[1:4])]
 
 
 def evaluate(geometry: MotionGeometry, x: np.ndarray, xd: np.ndarray, theta: np.ndarray) -> np.ndarray:

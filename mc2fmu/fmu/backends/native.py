@@ -10,10 +10,11 @@ other platforms compile the sources themselves.
   as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
-* ``sources/mc2fmu_motion.h`` and ``sources/mc2fmu_terms.h`` are printed per model from the
-  run-time model's own Python (:func:`render_motion`: :mod:`mc2fmu.models.motion`;
-  :func:`render_terms`: :func:`mc2fmu.models.terms.traced`), for ``double`` and the complex
-  twin alike;
+* ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h`` and ``sources/mc2fmu_mass.h`` are
+  printed per model from the run-time model's own Python (:func:`render_motion`:
+  :mod:`mc2fmu.models.motion`; :func:`render_terms`: :func:`mc2fmu.models.terms.traced`, for
+  ``double`` and the complex twin alike; :func:`render_mass`: a body's point mass block,
+  :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
   ``mc2fmu_fmi.h`` (the FMI functions both versions share) and ``mc2fmu_fmi2.c`` /
   ``mc2fmu_fmi3.c`` (the per-version glue) are copied unchanged from the package's
@@ -64,7 +65,7 @@ from ...errors import ExportError
 from ...files import json_safe, write_zip
 from ...mechanics.natural import poses_from_nc
 from ...mechanics import mechanism as mechanism_limits
-from ...mechanics.parameters import BODY_SLOTS
+from ...mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, MASS_VALUES
 from ...mechanics.variants import parameter_names, parameter_vector
 from ...mechanics.rotations import matrix_to_quaternion
 from ...models.artifact import MASS_CHECKS, mass_check_configurations
@@ -73,7 +74,7 @@ from ...models.envelope import LEAVE_THRESHOLD, sample_points
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
 from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
-from ...models.motion import traced_parts as motion_parts
+from ...models.motion import traced_mass, traced_parts as motion_parts
 from ...models.spring_laws import HIDDEN as LAW_HIDDEN
 from ...models.terms import active_terms, traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
@@ -193,6 +194,22 @@ def low_rank(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return U[:, keep] * S[keep], Vt[keep].copy()
 
 
+def velocity_factor(SW: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``U`` (NX, k), ``V`` (k, NH) with ``S W_L = U V`` to ``MASS_RANK_TOL`` of its largest
+    singular value, for the motion outputs' ``xd = S W_L (Jh qd) = U (V (Jh qd))``: the output
+    layer maps onto the data's hull (k its dimension, e.g. 3 for the four-bar's 36 coordinates),
+    so the product costs ``k (NX + NH)`` instead of ``NX NH``.  None when that is not cheaper
+    (a decoder without a hull)."""
+    U, S, Vt = np.linalg.svd(SW, full_matrices=False)
+    keep = S > MASS_RANK_TOL * max(float(S[0]) if S.size else 0.0, 1e-300)
+    k = int(keep.sum())
+    if k * (SW.shape[0] + SW.shape[1]) >= SW.shape[0] * SW.shape[1]:
+        return None
+    if k == 0:  # a zero output layer: one zero direction keeps the C arrays non-empty
+        return np.zeros((SW.shape[0], 1)), np.zeros((1, SW.shape[1]))
+    return U[:, keep].copy(), S[keep, None] * Vt[keep]
+
+
 def _csr(A: np.ndarray) -> tuple[list[int], list[int], list[float]]:
     row, col, val = [0], [], []
     for i in range(A.shape[0]):
@@ -271,6 +288,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     SW = model.x_scale[:, None] * Ws[-1]
     x0 = model.x_mean + model.x_scale * bs[-1]
     G_h = mass_factor(SW.T @ model.M @ SW)  # its rank NK; the C code forms G from the parameters
+    xd_UV = velocity_factor(SW)  # the motion outputs' xd = SW vh through the hull
     B_h = SW.T @ model.f_B.reshape(n_x, n_u) if n_u else np.zeros((n_h, 0))
     C_lr = [low_rank(SW.T @ f_C[k] @ SW) for k in range(n_u)]  # C_i = L_i R_i
     C_rank = [R.shape[0] for _, R in C_lr]
@@ -296,6 +314,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_NK": len(G_h), "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
         "MC2FMU_NT": n_t, "MC2FMU_NPHYS": len(parameter_vector(artifact.mechanism)),
         "MC2FMU_NMOTION": sum(v.role == "motion" for v in variables),
+        "MC2FMU_NXD": f"{0 if xd_UV is None else xd_UV[0].shape[1]} /* xd = U (V vh) through this many directions (0: SW vh) */",
         "MC2FMU_BODY_SLOTS": BODY_SLOTS, "MC2FMU_NCHECK": MASS_CHECKS, "MC2FMU_MASS_RANK_TOL": _c_double(MASS_RANK_TOL),
         "MC2FMU_INERTIA_RTOL": _c_double(mechanism_limits.INERTIA_RTOL),
         "MC2FMU_MIN_MASS": _c_double(mechanism_limits.MIN_MASS), "MC2FMU_MAX_MASS": _c_double(mechanism_limits.MAX_MASS),
@@ -340,6 +359,9 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     for i, (W, b) in enumerate(zip(Ws, bs)):
         arrays.append(_array("double", f"mc2fmu_WT{i}", W.T.ravel(), comment=f"decoder layer {i}: W^T ({W.shape[1]} x {W.shape[0]})"))
         arrays.append(_array("double", f"mc2fmu_b{i}", b))
+    if xd_UV is not None:
+        arrays.append(_array("double", "mc2fmu_xd_V", xd_UV[1].ravel(), comment="the output layer S W_L = U V: V, row-major (NXD x NH)"))
+        arrays.append(_array("double", "mc2fmu_xd_U", xd_UV[0].ravel(), comment="U, row-major (NX x NXD)"))
     arrays.append("static const double *const mc2fmu_WT[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_WT{i}" for i in range(n_layers))))
     arrays.append("static const double *const mc2fmu_b[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_b{i}" for i in range(n_layers))))
     arrays += [
@@ -468,10 +490,10 @@ def render_motion(artifact, variables) -> str:
     data.append("#endif")
     body, spring = motion_parts()
     code = [head, "\n".join(data), "",
-            "/* one body (mc2fmu.models.motion.body_outputs): x, xd its 12 coordinates and rates, th its parameter "
-            "slots,\n   g gravity, geo its point length and layout centre of mass; out: vx vy vz wx wy wz, its kinetic "
-            "energy,\n   gravity's potential of it */",
-            "MC2FMU_STATIC void MC2FMU_(motion_body)(const mc2fmu_real *x, const mc2fmu_real *xd, const double *th, "
+            "/* one body (mc2fmu.models.motion.body_outputs): x, xd its 12 coordinates and rates, mass its point "
+            "mass block\n   (mc2fmu_mass.h, formed with the physics), g gravity, geo its point length and layout centre "
+            "of mass;\n   out: vx vy vz wx wy wz, its kinetic energy, gravity's potential of it */",
+            "MC2FMU_STATIC void MC2FMU_(motion_body)(const mc2fmu_real *x, const mc2fmu_real *xd, const double *mass, "
             "const double *g,\n                                       const double *geo, mc2fmu_real *out) {",
             emit_c(body), "}", ""]
     if n_s:
@@ -481,7 +503,7 @@ def render_motion(artifact, variables) -> str:
     code += [
             "/* every motion output (mc2fmu.models.motion.motion_outputs) */",
             "MC2FMU_STATIC void MC2FMU_(motion)(const mc2fmu_real *x, const mc2fmu_real *xd, const double *theta, "
-            "mc2fmu_real *out) {",
+            "const double *mass,\n                                  mc2fmu_real *out) {",
             "    mc2fmu_real kinetic = 0.0, potential = 0.0, v[8];",
             "    int b, k;",
             "    for (b = 0; b < MC2FMU_NB; b++) {",
@@ -489,8 +511,8 @@ def render_motion(artifact, variables) -> str:
             "        double geo[4];",
             "        geo[0] = mc2fmu_body_length[b];",
             "        for (k = 0; k < 3; k++) geo[1 + k] = mc2fmu_body_com[3 * b + k];",
-            "        MC2FMU_(motion_body)(x + o, xd + o, theta + MC2FMU_BODY_SLOTS * b, theta + MC2FMU_PHYS_GRAVITY, geo, "
-            "v);",
+            "        MC2FMU_(motion_body)(x + o, xd + o, mass + MC2FMU_MASS_VALUES * b, theta + MC2FMU_PHYS_GRAVITY, "
+            "geo, v);",
             "        for (k = 0; k < 6; k++) out[6 * b + k] = v[k];",
             "        kinetic += v[6];",
             "        potential += v[7];",
@@ -515,6 +537,27 @@ def render_motion(artifact, variables) -> str:
 
 
 # ------------------------------------------------------------------ building
+
+
+def render_mass(artifact) -> str:
+    """``mc2fmu_mass.h``: a body's point mass block, ``mc2fmu_body_mass(th, geo, out)``, printed
+    from :func:`mc2fmu.mechanics.parameters.body_mass_entries` (the text every target forms the
+    mass matrix from); ``mc2fmu_physics_form`` runs it per body when the parameters are set."""
+    index = {e: k for k, e in enumerate(MASS_ENTRIES)}
+    head = ("/* mc2fmu_mass.h: a body's point mass block of the mc2fmu model '{name}', printed by mc2fmu {version} "
+            "from\n   mc2fmu/mechanics/parameters.py (body_mass_entries); do not edit. */\n"
+            ).format(name=artifact.mechanism.name, version=__version__)
+    return "\n".join([
+        head, f"#define MC2FMU_MASS_VALUES {MASS_VALUES} /* the block's distinct entries, then its row sums */",
+        f"#define MC2FMU_MASS_ROWSUMS {len(MASS_ENTRIES)} /* where the row sums start */",
+        "/* entry (i, j) of the block: its index in mc2fmu_body_mass's out */",
+        "static const int mc2fmu_mass_entry[4][4] = {"
+        + ", ".join("{" + ", ".join(str(index[min(i, j), max(i, j)]) for j in range(4)) + "}" for i in range(4)) + "};", "",
+        "/* th: the body's parameter slots (mass, com, inertia), geo: its point length and the centre of mass its "
+        "points\n   were placed about; out: the entries (0,0) (0,1) (0,2) (0,3) (1,1) (1,2) (1,3) (2,2) (2,3) (3,3) "
+        "and the row sums */",
+        "static void mc2fmu_body_mass(const double *th, const double *geo, double *out) {",
+        emit_c(traced_mass(), ctype="double"), "}", ""])
 
 
 def render_terms(artifact) -> str:
@@ -551,11 +594,12 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     (folder / "mc2fmu_model.h").write_text(render_model_header(artifact, variables, token=token, ident=ident,
                                                                interface=interface))
     (folder / "mc2fmu_motion.h").write_text(render_motion(artifact, variables))
+    (folder / "mc2fmu_mass.h").write_text(render_mass(artifact))
     (folder / "mc2fmu_terms.h").write_text(render_terms(artifact))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
-    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_terms.h", *names[1:]]
+    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_terms.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:

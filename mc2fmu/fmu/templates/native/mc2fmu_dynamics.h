@@ -717,14 +717,16 @@ MC2FMU_STATIC void MC2FMU_(poses)(const mc2fmu_real *x, mc2fmu_real *pose) {
 
    Each body's velocity and angular velocity and the two energies, of x, xd and the physical
    parameters: printed into mc2fmu_motion.h from mc2fmu/models/motion.py (the text every target
-   computes them from), as MC2FMU_(motion)(x, xd, theta, out). */
+   computes them from), as MC2FMU_(motion)(x, xd, theta, mass, out): each body's point mass block
+   is the physics' (mc2fmu_physics.body_mass, formed when the parameters are set). */
 #include "mc2fmu_motion.h"
 
 /* xd = J qd at the geometry's q (eval_geometry): the last hidden layer's Jacobian rows times qd,
-   through the output layer without its bias, de-normalised */
+   through the output layer without its bias, de-normalised: S W_L vh.  S W_L has the rank of the
+   data's hull (MC2FMU_NXD directions, far fewer than NX or NH), and U (V vh) is its product
+   at k (NX + NH) multiply-adds (native.py: velocity_factor); without a hull, row by row */
 MC2FMU_STATIC void MC2FMU_(terms_xd)(MC2FMU_(terms) *T, const mc2fmu_real *qd, mc2fmu_real *xd) {
     MC2FMU_(rows) Z = MC2FMU_(terms_rows)(T);
-    const double *MC2FMU_RESTRICT WT = mc2fmu_WT[MC2FMU_NL - 1]; /* NH x NX */
     mc2fmu_real vh[MC2FMU_NH];
     int n, i, k;
     for (n = 0; n < MC2FMU_NH; n++) {
@@ -732,6 +734,24 @@ MC2FMU_STATIC void MC2FMU_(terms_xd)(MC2FMU_(terms) *T, const mc2fmu_real *qd, m
         for (i = 0; i < MC2FMU_NQ; i++) s += Z[1 + i][n] * qd[i];
         vh[n] = s;
     }
+#if MC2FMU_NXD > 0
+    {
+        mc2fmu_real y[MC2FMU_NXD];
+        for (i = 0; i < MC2FMU_NXD; i++) {
+            const double *MC2FMU_RESTRICT v = mc2fmu_xd_V + (size_t)i * MC2FMU_NH;
+            mc2fmu_real s = 0.0;
+            for (n = 0; n < MC2FMU_NH; n++) s += v[n] * vh[n];
+            y[i] = s;
+        }
+        for (k = 0; k < MC2FMU_NX; k++) {
+            const double *MC2FMU_RESTRICT u = mc2fmu_xd_U + (size_t)k * MC2FMU_NXD;
+            mc2fmu_real s = 0.0;
+            for (i = 0; i < MC2FMU_NXD; i++) s += u[i] * y[i];
+            xd[k] = s;
+        }
+    }
+#else
+    const double *MC2FMU_RESTRICT WT = mc2fmu_WT[MC2FMU_NL - 1]; /* NH x NX */
     /* row by row of WT (contiguous, vectorised); each xd[k] sums over n in the same order */
     for (k = 0; k < MC2FMU_NX; k++) xd[k] = 0.0;
     for (n = 0; n < MC2FMU_NH; n++) {
@@ -740,6 +760,7 @@ MC2FMU_STATIC void MC2FMU_(terms_xd)(MC2FMU_(terms) *T, const mc2fmu_real *qd, m
         for (k = 0; k < MC2FMU_NX; k++) xd[k] += w[k] * v;
     }
     for (k = 0; k < MC2FMU_NX; k++) xd[k] *= mc2fmu_x_scale[k];
+#endif
 }
 
 /* the motion outputs at (q, qd): x and xd = J qd from the decoder's geometry at q (cached in T:
@@ -749,7 +770,7 @@ MC2FMU_STATIC void MC2FMU_(motion_at)(MC2FMU_(terms) *T, const mc2fmu_real *q, c
                                      const double *theta, mc2fmu_real *xd, mc2fmu_real *out) {
     MC2FMU_(eval_geometry)(q, T);
     MC2FMU_(terms_xd)(T, qd, xd);
-    MC2FMU_(motion)(MC2FMU_(terms_x)(T), xd, theta, out);
+    MC2FMU_(motion)(MC2FMU_(terms_x)(T), xd, theta, T->ph->body_mass, out);
 }
 #endif
 

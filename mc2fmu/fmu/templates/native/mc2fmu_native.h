@@ -144,10 +144,13 @@ enum { MC2FMU_INSTANTIATED, MC2FMU_INITIALIZATION, MC2FMU_EVENT, MC2FMU_CONTINUO
 #define MC2FMU_PHYS_GRAVITY (MC2FMU_BODY_SLOTS * MC2FMU_NB)
 #define MC2FMU_PHYS_SPRINGS (MC2FMU_PHYS_GRAVITY + 3)
 
+#include "mc2fmu_mass.h" /* mc2fmu_body_mass: a body's point mass block, printed from the model's Python */
+
 typedef struct {
     double GT[MC2FMU_NH * MC2FMU_NK];   /* A = G^T G, G (NK x NH) stored transposed: GT[n * NK + r] = G[r][n] */
     double g[MC2FMU_NH];                /* g = W_L^T S f_g */
     double spring[3 * MC2FMU_NS1];      /* per spring: k, c, L0 */
+    double body_mass[MC2FMU_MASS_VALUES * MC2FMU_NB]; /* per body mc2fmu_body_mass: its point mass block */
 } mc2fmu_physics;
 
 /* what one parameter value must satisfy on its own: 0 if it does, else 1 with the reason in
@@ -231,33 +234,14 @@ static double mc2fmu_physics_form(const double *th, mc2fmu_physics *ph, double *
     memset(A, 0, sizeof(double) * MC2FMU_NH * MC2FMU_NH);
     memset(ph, 0, sizeof *ph);
     for (b = 0; b < MC2FMU_NB; b++) {
-        const double *p = th + MC2FMU_BODY_SLOTS * b, *J = p + 4, L = mc2fmu_body_length[b];
-        const double mass = p[0], tr = J[0] + J[1] + J[2];
         const int o = mc2fmu_body_offset[b];
-        double St[3][3], d[3], Ab[4][4], rows[4], s1[3], s1sum = 0.0, musum = 0.0;
-        /* body_mass_block: St = S / L^2, d = (com - layout com) / L, Sig = St + m d d^T, mu = m d */
-        St[0][0] = (0.5 * tr - J[0]) / (L * L);
-        St[1][1] = (0.5 * tr - J[1]) / (L * L);
-        St[2][2] = (0.5 * tr - J[2]) / (L * L);
-        St[0][1] = St[1][0] = -J[3] / (L * L);
-        St[0][2] = St[2][0] = -J[4] / (L * L);
-        St[1][2] = St[2][1] = -J[5] / (L * L);
-        for (i = 0; i < 3; i++) d[i] = (p[1 + i] - mc2fmu_body_com[3 * b + i]) / L;
-        for (i = 0; i < 3; i++) {
-            s1[i] = 0.0;
-            for (j = 0; j < 3; j++) {
-                Ab[1 + i][1 + j] = St[i][j] + mass * d[i] * d[j];
-                s1[i] += Ab[1 + i][1 + j];
-            }
-            s1sum += s1[i];
-            musum += mass * d[i];
-        }
-        Ab[0][0] = mass - 2.0 * musum + s1sum;
-        for (i = 0; i < 3; i++) Ab[0][1 + i] = Ab[1 + i][0] = mass * d[i] - s1[i];
-        for (j = 0; j < 4; j++) {
-            rows[j] = 0.0;
-            for (l = 0; l < 4; l++) rows[j] += Ab[j][l];
-        }
+        double *mv = ph->body_mass + MC2FMU_MASS_VALUES * b, geo[4], Ab[4][4];
+        const double *rows = mv + MC2FMU_MASS_ROWSUMS;
+        geo[0] = mc2fmu_body_length[b];
+        for (i = 0; i < 3; i++) geo[1 + i] = mc2fmu_body_com[3 * b + i];
+        mc2fmu_body_mass(th + MC2FMU_BODY_SLOTS * b, geo, mv);
+        for (j = 0; j < 4; j++)
+            for (l = 0; l < 4; l++) Ab[j][l] = mv[mc2fmu_mass_entry[j][l]];
         for (a = 0; a < 3; a++) {
             /* R_j = (S W_L) row of point j, axis a; A += R^T Ab R; g += R^T (rowsum(Ab) g_a) */
             double R[4][MC2FMU_NH], T[4][MC2FMU_NH];
