@@ -7,9 +7,9 @@ autoencoder's chart, with several seeds), its run-time model kind,
 whether it has a continuous right-hand side ``qdd = f(q, qd, u)`` (model exchange, Modelica,
 CasADi and ``linearize`` need one), the FMU backends with the (FMI version, interface) pairs
 each writes, whether its FMUs carry the physical parameters, and per target the reason it is
-refused (None: supported).  A model's *content* can rule a target out too (a learned spring
-law of another shape than a target writes, an activation it does not write): those
-rules are :data:`CONTENT_RULES`, by target.
+refused (None: supported).  A model's *content* can rule a target out too (an activation a
+target does not write, in its networks or its learned spring laws): those rules are
+:data:`CONTENT_RULES`, by target.
 
 Targets (:data:`TARGETS`): ``fmu`` (with a backend, :data:`BACKENDS`), ``modelica``,
 ``casadi``, ``linearize``.  :func:`option_problems` checks a request's options (before the
@@ -112,22 +112,6 @@ def _learned_laws(model) -> list:
     return list(laws.laws) if laws is not None else []
 
 
-#: the learned spring laws' hidden widths, g 1 -> 16 -> 16 -> 1 and h 3 -> 16 -> 16 -> 1, tanh:
-#: what training makes (:data:`mc2fmu.models.spring_laws.HIDDEN` is this) and the native C is
-#: generated for (compile-time sizes)
-LAW_HIDDEN = (16, 16)
-
-
-def _native_law(model) -> str | None:
-    """The generated C's learned laws: :data:`LAW_HIDDEN`, tanh."""
-    for law in _learned_laws(model):
-        if law.g.widths != [1, *LAW_HIDDEN, 1] or law.h.widths != [3, *LAW_HIDDEN, 1] or \
-                law.g.activation != "tanh" or law.h.activation != "tanh":
-            return (f"spring law {law.spring}: the native backend generates C for laws of widths "
-                    f"1/3-{'-'.join(map(str, LAW_HIDDEN))}-1 with tanh; use --backend python")
-    return None
-
-
 #: the activations the generated C and Modelica write (every one mc2fmu.models.mlp registers)
 WRITTEN_ACTIVATIONS = ("tanh", "sigmoid", "softplus")
 
@@ -149,13 +133,14 @@ def _native_networks(model) -> str | None:
     return None
 
 
-def _modelica_law(model) -> str | None:
-    """The Modelica export's learned laws: two hidden tanh layers of any width."""
+def _written_laws(model) -> str | None:
+    """The learned laws the native C and the Modelica model print (mc2fmu.models.spring_laws.traced):
+    networks of any depth and widths, with an activation those targets write."""
     for law in _learned_laws(model):
-        if len(law.g.layers) != 3 or len(law.h.layers) != 3 or law.g.activation != "tanh" or \
-                law.h.activation != "tanh":
-            return (f"spring law {law.spring}: the learned law is not the two-hidden-layer tanh network the Modelica "
-                    "export writes; export an FMU instead")
+        bad = [a for a in (law.g.activation, law.h.activation) if a not in WRITTEN_ACTIVATIONS]
+        if bad:
+            return (f"spring law {law.spring}: activation {bad[0]} is not written by this target "
+                    f"({', '.join(WRITTEN_ACTIVATIONS)} are); export an FMU with --backend python")
     return None
 
 
@@ -170,8 +155,8 @@ def _activation(model) -> str | None:
 #: rules on a model's content, by target ("fmu:<backend>" for an FMU backend): each returns why
 #: the model cannot go to that target, or None
 CONTENT_RULES: dict[str, tuple[Callable[[Any], str | None], ...]] = {
-    "fmu:native": (_native_networks, _native_law),
-    "modelica": (_activation, _modelica_law),
+    "fmu:native": (_native_networks, _written_laws),
+    "modelica": (_activation, _written_laws),
     "casadi": (),  # the export runs the run-time model's own code on CasADi's symbols: every model it has
 }
 

@@ -89,40 +89,51 @@ def test_every_cli_refusal_of_an_fmu_interface_is_the_tables(models, tmp_path, c
         assert not out.exists()
 
 
-def test_content_rules_refuse_with_their_reason(trained, tmp_path, capsys):
-    """A model's content rules a target out: a learned spring law of another shape than the
-    generated C and Modelica write (here: one hidden layer of 8) keeps the model from the
-    native backend and the Modelica export, with the rule's message, while the CasADi export
-    (which evaluates the law's own code) and the python backend take it."""
+def test_a_learned_law_of_another_shape_goes_to_every_target(trained, tmp_path):
+    """The native C and the Modelica model print a learned spring law from the run-time model's
+    own evaluation (mc2fmu.models.spring_laws.traced), so a law of another shape than training
+    makes (here g: one hidden layer of 8, h: sigmoid) needs no rule: the native FMU's
+    self-check holds its dynamics to numpy's (an export fails otherwise), pymoca's der(qd) of
+    the Modelica model and the CasADi function equal numpy's qdd; and the law changes qdd."""
     from dataclasses import replace
 
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.modelica.export import export_modelica
     from mc2fmu.models.artifact import load_artifact, save_artifact
+    from mc2fmu.models.envelope import sample_points
     from mc2fmu.models.mlp import MLPWeights
 
     art = load_artifact(trained("macpherson_nl")[0])
     laws = art.model.springs.laws
     rng = np.random.default_rng(0)
-    g = MLPWeights((rng.normal(size=(8, 1)), rng.normal(size=(1, 8))), (np.zeros(8), np.zeros(1)), "tanh")
-    other = replace(laws, laws=(replace(laws.laws[0], g=g),) + laws.laws[1:])
+    g = MLPWeights((rng.normal(size=(8, 1)), rng.normal(size=(1, 8))), (np.zeros(8), np.full(1, 0.3)), "tanh")
+    h = replace(laws.laws[0].h, activation="sigmoid")
+    other = replace(laws, laws=(replace(laws.laws[0], g=g, h=h),) + laws.laws[1:])
     model = replace(art.model, springs=replace(art.model.springs, laws=other))
     model_dir = save_artifact(tmp_path / "other-law", replace(art, model=model))
-    assert capabilities.problems(load_artifact(model_dir), "casadi") == []
-    assert capabilities.problems(load_artifact(model_dir), "fmu", "python") == []
-    for target, args, needle in (("fmu", ["--backend", "native", "-o", tmp_path / "m.fmu"], "native backend"),
-                                 ("modelica", ["--format", "modelica", "-o", tmp_path / "M.mo"], "Modelica export")):
-        code, err = _refusal(capsys, ["export", model_dir, *args])
-        assert code != 0 and "spring law 0" in err and needle in " ".join(err.split()), (target, err)
-        assert not Path(args[-1]).exists()
-        assert any("spring law 0" in p for p in capabilities.problems(load_artifact(model_dir), target,
-                                                                      "native" if target == "fmu" else None))
-    # the CasADi export runs the law's own code, whatever its shape: its qdd is numpy's
+    other_art = load_artifact(model_dir)
+    for target, backend in (("fmu", "native"), ("fmu", "python"), ("modelica", None), ("casadi", None)):
+        assert capabilities.problems(other_art, target, backend) == [], (target, backend)
+    summary = export_fmu(model_dir, tmp_path / "m.fmu", "native", 2, "both")
+    assert (tmp_path / "m.fmu").exists() and summary
+
+    points = sample_points(other_art.envelope, other_art.model, 4, seed=2)
+    ref = np.concatenate([other_art.model.acceleration(pt["q"], pt["qd"], pt["u"]) for pt in points])
+    trained_qdd = np.concatenate([art.model.acceleration(pt["q"], pt["qd"], pt["u"]) for pt in points])
+    assert np.abs(ref - trained_qdd).max() > 1e-3 * np.abs(ref).max(), "the other law changes the dynamics"
+    pytest.importorskip("pymoca")
+    from tests.modelica_host import CompiledModel
+
+    export_modelica(model_dir, tmp_path / "OtherLaw.mo")
+    cm = CompiledModel(tmp_path / "OtherLaw.mo")
+    p = cm.parameter_vector()
+    got = np.array([cm.qdd(pt["q"][0], pt["qd"][0], pt["u"][0], p) for pt in points])
+    assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
+    # the CasADi export runs the law's own code on its symbols
     pytest.importorskip("casadi")
     from mc2fmu.control.casadi_export import casadi_model
-    from mc2fmu.models.envelope import sample_points
 
-    other_art = load_artifact(model_dir)
     fn = casadi_model(other_art)
-    for pt in sample_points(other_art.envelope, other_art.model, 4, seed=2):
-        ref = other_art.model.acceleration(pt["q"], pt["qd"], pt["u"])[0]
+    for pt, want in zip(points, ref):
         got = np.array(fn(pt["q"][0], pt["qd"][0], pt["u"][0])[0]).ravel()
-        assert np.abs(got - ref).max() <= 1e-12 * max(1.0, np.abs(ref).max())
+        assert np.abs(got - want).max() <= 1e-12 * max(1.0, np.abs(want).max())

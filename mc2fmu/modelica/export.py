@@ -47,6 +47,7 @@ from ..models.envelope import LEAVE_THRESHOLD
 from ..mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, body_mass_entries
 from ..models.expr import clear as expr_clear, emit_modelica, inputs as expr_inputs
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
+from ..models.spring_laws import traced as law_traced
 from ..models.terms import active_terms, traced as terms_traced
 
 #: Newton iterations of the polar factor R <- (R + R^-T) / 2: quadratic convergence from the
@@ -407,48 +408,17 @@ def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> Non
         if k not in laws:
             src.eq(f"sT[{s}] = {elastic} + {spring.name}_damping * sldot[{s}];")
             continue
-        law = laws[k]
-        nm = np.asarray(law.norm, dtype=float)
-        (gW0, gb0), (gW1, gb1), (gW2, gb2) = law.g.layers
-        (hW0, hb0), (hW1, hb1), (hW2, hb2) = law.h.layers
-        h1, h2 = gW0.shape[0], gW1.shape[0]
+        # the learned law, printed from the run-time model's own evaluation (spring_laws.traced)
         p = f"law{s}"
-        for nm_, val, dims, desc in ((f"{p}_gW0", _vector(gW0), f"[{h1}]", "elastic law g: layer 1 weights"),
-                                     (f"{p}_gb0", _vector(gb0), f"[{h1}]", "g: layer 1 biases"),
-                                     (f"{p}_gW1", _matrix(gW1), f"[{h2}, {h1}]", "g: layer 2 weights"),
-                                     (f"{p}_gb1", _vector(gb1), f"[{h2}]", "g: layer 2 biases"),
-                                     (f"{p}_gW2", _vector(gW2), f"[{h2}]", "g: output weights"),
-                                     (f"{p}_hW0", _matrix(hW0), f"[{h1}, 3]", "damping law h: layer 1 weights"),
-                                     (f"{p}_hb0", _vector(hb0), f"[{h1}]", "h: layer 1 biases"),
-                                     (f"{p}_hW1", _matrix(hW1), f"[{h2}, {h1}]", "h: layer 2 weights"),
-                                     (f"{p}_hb1", _vector(hb1), f"[{h2}]", "h: layer 2 biases"),
-                                     (f"{p}_hW2", _vector(hW2), f"[{h2}]", "h: output weights")):
-            src.par(nm_, val, f"spring {spring.name}'s learned law: {desc}", dims=dims, protected=True)
-        for v, d, desc in ((f"{p}_lz", "", "normalised length"), (f"{p}_lw", "", "normalised length rate"),
-                           (f"{p}_g1", f"[{h1}]", "g: layer 1"), (f"{p}_g2", f"[{h2}]", "g: layer 2"),
-                           (f"{p}_a2", f"[{h2}]", "g: layer 2 pre-activation"), (f"{p}_h1", f"[{h1}]", "h: layer 1"),
-                           (f"{p}_h2", f"[{h2}]", "h: layer 2"), (f"{p}_ha2", f"[{h2}]", "h: layer 2 pre-activation"),
-                           (f"{p}_g", "", "learned elastic tension g(l), N"),
-                           (f"{p}_ha", "", "h's output before softplus"),
-                           (f"{p}_h", "", "learned damping coefficient h(l, ldot) >= 0, N s/m")):
-            src.var(f"Real {v}{d}", f"spring {spring.name}'s learned law: {desc}")
-        src.eq(f"{p}_lz = (sl[{s}] - {_num(nm[0])}) * {_num(1.0 / nm[1])};",
-               f"{p}_lw = sldot[{s}] * {_num(1.0 / nm[2])};",
-               f"for i in 1:{h1} loop",
-               f"  {p}_g1[i] = tanh({p}_gW0[i] * {p}_lz + {p}_gb0[i]);",
-               f"  {p}_h1[i] = tanh(" + " + ".join(
-                   [f"{p}_hW0[i, 1] * {p}_lz", f"{p}_hW0[i, 2] * {p}_lw", f"{p}_hW0[i, 3] * abs({p}_lw)"])
-               + f" + {p}_hb0[i]);",
-               "end for;",
-               f"{p}_a2 = {p}_gW1 * {p}_g1 + {p}_gb1;", f"{p}_ha2 = {p}_hW1 * {p}_h1 + {p}_hb1;",
-               f"for i in 1:{h2} loop", f"  {p}_g2[i] = tanh({p}_a2[i]);", f"  {p}_h2[i] = tanh({p}_ha2[i]);",
-               "end for;",
-               f"{p}_g = (" + " + ".join(f"{p}_gW2[{i + 1}] * {p}_g2[{i + 1}]" for i in range(h2))
-               + f" + {_num(float(np.ravel(gb2)[0]))}) * {_num(nm[3])};",
-               f"{p}_ha = " + " + ".join(f"{p}_hW2[{i + 1}] * {p}_h2[{i + 1}]" for i in range(h2))
-               + f" + {_num(float(np.ravel(hb2)[0]))};",
-               f"{p}_h = (if {p}_ha > 20.0 then {p}_ha else log(1.0 + exp({p}_ha))) * {_num(nm[3] / nm[2])};",
-               f"sT[{s}] = {elastic} + {p}_g + sldot[{s}] * {p}_h;")
+        temps, lines = emit_modelica(law_traced(laws[k]), lambda name, i: {"l": f"sl[{s}]", "ldot": f"sldot[{s}]"}[name],
+                                     f"{p}_t")
+        for t in temps:
+            src.var(f"Real {t}", f"spring {spring.name}'s learned law: a shared term")
+        src.var(f"Real {p}_g", f"spring {spring.name}'s learned law: elastic tension g(l), N")
+        src.var(f"Real {p}_hc", f"spring {spring.name}'s learned law: learned damping h(l, ldot) - c, N s/m")
+        # numpy's order: the linear part with the file's damping c (no parameter: the law is learnt with it), then the law
+        src.eq(*lines[:len(temps)], f"{p}_g = {lines[len(temps)]};", f"{p}_hc = {lines[len(temps) + 1]};",
+               f"sT[{s}] = {elastic} + {_num(float(sp.c[k]))} * sldot[{s}] + ({p}_g + sldot[{s}] * {p}_hc);")
 
 
 def _identified(src: _Source, lib, m: int, n_u: int) -> None:

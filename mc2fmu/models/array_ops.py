@@ -32,7 +32,7 @@ def _np_softplus(a):
 
 
 _NUMPY = SimpleNamespace(
-    einsum=np.einsum, sqrt=np.sqrt, cos=np.cos, sin=np.sin, tanh=np.tanh, abs=np.abs,
+    einsum=np.einsum, sqrt=np.sqrt, cos=np.cos, sin=np.sin, tanh=np.tanh, abs=np.abs, exp=np.exp,
     sigmoid=lambda a: 1.0 / (1.0 + np.exp(-a)), softplus=_np_softplus,
     stack=lambda xs, axis: np.stack(xs, axis=axis), movedim=np.moveaxis,
     zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
@@ -56,6 +56,17 @@ def _cs_sigmoid(a):
 
 
 _COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_softplus, "sigmoid": _cs_sigmoid})
+
+
+def _object_softplus(a):
+    from .expr import apply
+
+    return np.frompyfunc(lambda v: apply("softplus", v), 1, 1)(a)
+
+
+#: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
+#: the nodes' methods of their names; softplus, which numpy has not, is a node of its own
+_OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus})
 _TORCH: SimpleNamespace | None = None
 
 
@@ -70,7 +81,7 @@ def _casadi_ops() -> SimpleNamespace:
         return ca.horzcat(*xs) if axis in (1, -1) else ca.vertcat(*xs)
 
     return SimpleNamespace(
-        sqrt=ca.sqrt, cos=ca.cos, sin=ca.sin, tanh=ca.tanh, abs=ca.fabs,
+        sqrt=ca.sqrt, cos=ca.cos, sin=ca.sin, tanh=ca.tanh, abs=ca.fabs, exp=ca.exp,
         sigmoid=lambda a: 0.5 * (1.0 + ca.tanh(0.5 * a)),  # no exp overflow (a NaN derivative) far below 0
         # torch's softplus (beta 1, threshold 20), as _np_softplus
         softplus=lambda a: ca.if_else(a > 20.0, a, ca.log1p(ca.exp(ca.fmin(a, 20.0)))),
@@ -85,6 +96,8 @@ def ops(a: Array) -> SimpleNamespace:
     """The library functions for ``a``'s array type (numpy, CasADi's symbols, or torch imported
     only for tensors)."""
     if isinstance(a, (np.ndarray, np.generic)):
+        if a.dtype == object:
+            return _OBJECT
         return _COMPLEX if np.iscomplexobj(a) else _NUMPY
     global _TORCH, _CASADI
     if type(a).__module__.startswith("casadi"):
@@ -96,6 +109,7 @@ def ops(a: Array) -> SimpleNamespace:
 
         _TORCH = SimpleNamespace(
             einsum=torch.einsum, sqrt=torch.sqrt, cos=torch.cos, sin=torch.sin, tanh=torch.tanh, abs=torch.abs,
+            exp=torch.exp,
             sigmoid=torch.sigmoid, softplus=torch.nn.functional.softplus,
             stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
             zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),

@@ -15,8 +15,9 @@ those names) runs unchanged on
 Equal subexpressions are one node (hash-consing), constants fold, and ``0 * a``, ``1 * a``,
 ``0 + a`` simplify, so a description may loop over sparse constant matrices without care.
 The C is written for the scalar type ``mc2fmu_real`` and the functions ``MC2FMU_SQRT``,
-``MC2FMU_SIN``, ``MC2FMU_COS``, ``MC2FMU_TANH`` of the native FMU's dynamics header, which includes it once for ``double`` and once for
-``double _Complex`` (the directional derivatives by the complex step).
+``MC2FMU_SIN``, ``MC2FMU_COS``, ``MC2FMU_TANH``, ``MC2FMU_EXP``, ``MC2FMU_ABS`` and
+``MC2FMU_(softplus)`` of the native FMU's dynamics header, which includes it once for
+``double`` and once for ``double _Complex`` (the directional derivatives by the complex step).
 """
 
 from __future__ import annotations
@@ -153,13 +154,34 @@ class Expr:
     def tanh(self):
         return self._function("tanh")
 
+    def exp(self):
+        return self._function("exp")
 
-#: the functions a node may apply: name -> (its float form, C, Modelica, Python)
+    def __abs__(self):
+        return self._function("abs")
+
+    def softplus(self):
+        return self._function("softplus")
+
+
+def _softplus(a: float) -> float:
+    """torch's softplus (beta 1, threshold 20): the identity above 20."""
+    return a if a > 20.0 else math.log1p(math.exp(a))
+
+
+#: the functions a node may apply: name -> (its float form, then its C, Modelica and Python: a
+#: function name, or a function of the argument's text that writes the call)
 FUNCTIONS = {
     "sqrt": (math.sqrt, "MC2FMU_SQRT", "sqrt", "math.sqrt"),
     "sin": (math.sin, "MC2FMU_SIN", "sin", "math.sin"),
     "cos": (math.cos, "MC2FMU_COS", "cos", "math.cos"),
     "tanh": (math.tanh, "MC2FMU_TANH", "tanh", "math.tanh"),
+    "exp": (math.exp, "MC2FMU_EXP", "exp", "math.exp"),
+    # |a|; the C's complex-step twin takes sign(Re a) a
+    "abs": (abs, "MC2FMU_ABS", "abs", "abs"),
+    # torch's softplus; the C's MC2FMU_(softplus) decides its branch on the real part
+    "softplus": (_softplus, "MC2FMU_(softplus)", lambda t: f"(if {t} > 20.0 then {t} else log(1.0 + exp({t})))",
+                 lambda t: f"({t} if {t} > 20.0 else math.log1p(math.exp({t})))"),
 }
 _C, _MODELICA, _PYTHON = 1, 2, 3
 
@@ -252,7 +274,8 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
         elif node.op == "neg":
             s = f"(-{text[id(node.args[0])]})"
         elif node.op in FUNCTIONS:
-            s = f"{FUNCTIONS[node.op][language]}({text[id(node.args[0])]})"
+            form, arg = FUNCTIONS[node.op][language], text[id(node.args[0])]
+            s = form(arg) if callable(form) else f"{form}({arg})"
         elif node.op == "/":
             s = divide(*(text[id(x)] for x in node.args))
         else:

@@ -24,7 +24,8 @@ chart and to the states the training visited; the element-space law is the same 
 the mechanism goes, and its C form needs no network gradient.
 
 Evaluation is written once for numpy and torch (the same arithmetic in training, ``simulate``,
-the ONNX graphs; the native backend generates the same loops in C).
+the ONNX graphs), runs on CasADi's symbols (the CasADi export) and is traced into expressions
+(:func:`traced`) that the native FMU's C and the Modelica model print.
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from ..capabilities import LAW_HIDDEN
 from .array_ops import ops
 from .mlp import MLPWeights, get_activation, mlp
 
-#: hidden widths of g and h (the shape the native C is generated for: the capability table's)
-HIDDEN = LAW_HIDDEN
+#: hidden widths of g and h as training makes them (every target takes laws of any widths: they
+#: are printed from :func:`traced`)
+HIDDEN = (16, 16)
 
 
 def _softplus(a):
@@ -225,3 +226,15 @@ def _torch_weights(net) -> MLPWeights:
 def _numpy_weights(net) -> MLPWeights:
     return MLPWeights(tuple(layer.weight.detach().numpy().copy() for layer in net),
                       tuple(layer.bias.detach().numpy().copy() for layer in net), "tanh")
+
+
+def traced(law: SpringLaw) -> tuple:
+    """The law's elastic tension ``g(l)`` and its learned damping ``h(l, ldot) - c`` as
+    :mod:`~mc2fmu.models.expr` graphs of the leaves ``l[0]`` and ``ldot[0]``, its weights
+    constants: :meth:`SpringLaw.elastic` and :meth:`SpringLaw.damping` themselves, run on numpy
+    object arrays of the leaves."""
+    from . import expr
+
+    length = np.array(expr.inputs("l", 1), dtype=object)
+    ldot = np.array(expr.inputs("ldot", 1), dtype=object)
+    return expr.Expr.wrap(law.elastic(length)[0]), expr.Expr.wrap(law.damping(length, ldot)[0])

@@ -10,10 +10,12 @@ other platforms compile the sources themselves.
   as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
-* ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h`` and ``sources/mc2fmu_mass.h`` are
-  printed per model from the run-time model's own Python (:func:`render_motion`:
-  :mod:`mc2fmu.models.motion`; :func:`render_terms`: :func:`mc2fmu.models.terms.traced`, for
-  ``double`` and the complex twin alike; :func:`render_mass`: a body's point mass block,
+* ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h``, ``sources/mc2fmu_laws.h`` and
+  ``sources/mc2fmu_mass.h`` are printed per model from the run-time model's own Python
+  (:func:`render_motion`: :mod:`mc2fmu.models.motion`; :func:`render_terms`:
+  :func:`mc2fmu.models.terms.traced`; :func:`render_laws`: the learned spring laws,
+  :func:`mc2fmu.models.spring_laws.traced`; for ``double`` and the complex twin alike;
+  :func:`render_mass`: a body's point mass block,
   :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
   ``mc2fmu_fmi.h`` (the FMI functions both versions share) and ``mc2fmu_fmi2.c`` /
@@ -75,7 +77,7 @@ from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
 from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
 from ...models.motion import traced_mass, traced_parts as motion_parts
-from ...models.spring_laws import HIDDEN as LAW_HIDDEN
+from ...models.spring_laws import traced as law_traced
 from ...models.terms import active_terms, traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
@@ -220,18 +222,6 @@ def _csr(A: np.ndarray) -> tuple[list[int], list[int], list[float]]:
     return row, col, val
 
 
-def _law_size(n_in: int) -> int:
-    h1, h2 = LAW_HIDDEN
-    return h1 * n_in + h1 + h2 * h1 + h2 + h2 + 1
-
-
-def _packed(w) -> list[float]:
-    out: list[float] = []
-    for W, b in w.layers:
-        out += np.asarray(W).ravel().tolist() + np.asarray(b).ravel().tolist()
-    return out
-
-
 def instantiation_token(model_dir: Path, fmi_version: int, interface: str, mechanism=None) -> str:
     """The FMU's GUID / instantiation token: a hash of the model's files, the variant and the
     mechanism whose physics it runs (``mechanism``: a physical variant's, or None)."""
@@ -300,7 +290,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     P_h = sp.D @ SW
     p_h = sp.D @ x0 + sp.e
     lib = active_terms(model.library)
-    laws = list(sp.laws.laws) if sp.laws is not None else []  # their shape: checked by export_fmu (capabilities)
+    laws = list(sp.laws.laws) if sp.laws is not None else []
     n_t = 0 if lib is None else len(lib)
     env = artifact.envelope
     node = node_model(artifact)
@@ -323,8 +313,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_MAX_GRAVITY": _c_double(mechanism_limits.MAX_GRAVITY),
         "MC2FMU_MAX_STIFFNESS": _c_double(mechanism_limits.MAX_SPRING["stiffness"]),
         "MC2FMU_MAX_DAMPING": _c_double(mechanism_limits.MAX_SPRING["damping"]),
-        "MC2FMU_NLAW": len(laws), "MC2FMU_LAW_H1": LAW_HIDDEN[0], "MC2FMU_LAW_H2": LAW_HIDDEN[1],
-        "MC2FMU_LAW_G_SIZE": _law_size(1), "MC2FMU_LAW_H_SIZE": _law_size(3),
+        "MC2FMU_NLAW": len(laws),
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[model.decoder.activation]} /* {model.decoder.activation} */",
         "MC2FMU_STEP_CENTRED": f"{int(model.step_map_name == 'centred')} /* step map {model.step_map_name} */",
         "MC2FMU_DT": _c_double(artifact.dt),
@@ -400,12 +389,6 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         arrays += [
             _array("int", "mc2fmu_law_of_spring", law_of, per_line=16, comment="recorded springs' learned laws "
                    "(NLAW): the law of spring s, -1 for a linear spring"),
-            _array("double", "mc2fmu_law_norm", [v for law in laws for v in law.norm],
-                   comment="per law: l_mean, l_scale, ldot_scale, T_scale, the given damping c"),
-            _array("double", "mc2fmu_law_g", [v for law in laws for v in _packed(law.g)],
-                   comment="per law: g's W0, b0, W1, b1, W2, b2"),
-            _array("double", "mc2fmu_law_h", [v for law in laws for v in _packed(law.h)],
-                   comment="per law: h's W0, b0, W1, b1, W2, b2"),
         ]
     if node is not None:
         arrays += [
@@ -560,6 +543,33 @@ def render_mass(artifact) -> str:
         emit_c(traced_mass(), ctype="double"), "}", ""])
 
 
+def render_laws(artifact) -> str:
+    """``mc2fmu_laws.h``: the recorded springs' learned laws, ``MC2FMU_(law_elastic)(k, l)`` (the
+    elastic tension ``g``) and ``MC2FMU_(law_damping)(k, l, ldot)`` (the learned damping ``h -
+    c``) of law ``k``, printed from :func:`mc2fmu.models.spring_laws.traced` (the run-time
+    model's own evaluation, its weights constants).  An empty stub without laws."""
+    head = ("/* mc2fmu_laws.h: the learned spring laws of the mc2fmu model '{name}', printed by mc2fmu {version} "
+            "from\n   mc2fmu/models/spring_laws.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
+            "(mc2fmu_real). */\n").format(name=artifact.mechanism.name, version=__version__)
+    sp = manifold_model(artifact).springs
+    laws = list(sp.laws.laws) if sp.laws is not None else []
+    if not laws:
+        return head
+    graphs = [law_traced(law) for law in laws]
+    code = [head]
+    for fn, args, which in (("law_elastic", "mc2fmu_real l0", 0), ("law_damping", "mc2fmu_real l0, mc2fmu_real ldot0", 1)):
+        code += [f"MC2FMU_STATIC mc2fmu_real MC2FMU_({fn})(int k, {args}) {{",
+                 "    const mc2fmu_real l[1] = {l0};" + ("\n    const mc2fmu_real ldot[1] = {ldot0};" if which else ""),
+                 "    mc2fmu_real out[1] = {0.0};"]
+        code.append("    (void)l;" + (" (void)ldot;" if which else ""))
+        code.append("    switch (k) {")
+        for k, (law, g) in enumerate(zip(laws, graphs)):
+            code += [f"    case {k}: {{ /* spring {law.spring} */", emit_c([g[which]], indent="        "), "        break;",
+                     "    }"]
+        code += ["    }", "    return out[0];", "}", ""]
+    return "\n".join(code)
+
+
 def render_terms(artifact) -> str:
     """``mc2fmu_terms.h``: the identified terms' C, ``MC2FMU_(identified)(q, v, u, rhs)`` adding
     ``Xi^T lambda(q, v, u)`` to ``rhs``, printed from :func:`mc2fmu.models.terms.traced` (the
@@ -595,11 +605,12 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
                                                                interface=interface))
     (folder / "mc2fmu_motion.h").write_text(render_motion(artifact, variables))
     (folder / "mc2fmu_mass.h").write_text(render_mass(artifact))
+    (folder / "mc2fmu_laws.h").write_text(render_laws(artifact))
     (folder / "mc2fmu_terms.h").write_text(render_terms(artifact))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
-    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_terms.h", *names[1:]]
+    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_laws.h", "mc2fmu_terms.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:

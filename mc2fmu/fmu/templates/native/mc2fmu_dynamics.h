@@ -13,6 +13,12 @@
    the elementary functions MC2FMU_COS, _SIN, _TANH, _EXP, _SQRT, _LOG1P; the end of this file
    undefines them all, ready for the next inclusion. */
 
+/* torch's softplus (beta 1, threshold 20), its branch taken on the real part: the printed
+   expressions' softplus (mc2fmu/models/expr.py) */
+MC2FMU_INLINE mc2fmu_real MC2FMU_(softplus)(mc2fmu_real a) {
+    return MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a));
+}
+
 /* ------------------------------------------------------------------ the decoder */
 
 typedef mc2fmu_real MC2FMU_(layer_buf)[MC2FMU_P][MC2FMU_WMAX]; /* packed rows (MC2FMU_P) */
@@ -209,45 +215,10 @@ MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(terms_rows)(MC2FMU_(terms) *T) {
 }
 
 #if MC2FMU_NLAW > 0
-/* a recorded spring's learned law (mc2fmu/models/spring_laws.py): an MLP n_in -> H1 -> H2 -> 1
-   with tanh, its parameters packed W0 (H1 x n_in), b0, W1 (H2 x H1), b1, W2 (1 x H2), b2 */
-MC2FMU_STATIC mc2fmu_real MC2FMU_(law_net)(const double *p, int n_in, const mc2fmu_real *in) {
-    mc2fmu_real h1[MC2FMU_LAW_H1], h2[MC2FMU_LAW_H2], acc;
-    const double *W0 = p, *b0 = W0 + MC2FMU_LAW_H1 * n_in, *W1 = b0 + MC2FMU_LAW_H1;
-    const double *b1 = W1 + MC2FMU_LAW_H2 * MC2FMU_LAW_H1, *W2 = b1 + MC2FMU_LAW_H2, *b2 = W2 + MC2FMU_LAW_H2;
-    int i, j;
-    for (i = 0; i < MC2FMU_LAW_H1; i++) {
-        acc = 0.0;
-        for (j = 0; j < n_in; j++) acc += in[j] * W0[i * n_in + j];
-        h1[i] = MC2FMU_TANH(acc + b0[i]);
-    }
-    for (i = 0; i < MC2FMU_LAW_H2; i++) {
-        acc = 0.0;
-        for (j = 0; j < MC2FMU_LAW_H1; j++) acc += h1[j] * W1[i * MC2FMU_LAW_H1 + j];
-        h2[i] = MC2FMU_TANH(acc + b1[i]);
-    }
-    acc = 0.0;
-    for (j = 0; j < MC2FMU_LAW_H2; j++) acc += h2[j] * W2[j];
-    return acc + b2[0];
-}
-
-/* law k's elastic tension g(l) and learned damping coefficient h(l, ldot) - c, h >= 0 (softplus,
-   torch's threshold 20; c the mechanism file's damping) */
-MC2FMU_STATIC mc2fmu_real MC2FMU_(law_elastic)(int k, mc2fmu_real l) {
-    const double *nm = mc2fmu_law_norm + 5 * k;
-    const mc2fmu_real z = (l - nm[0]) / nm[1];
-    return MC2FMU_(law_net)(mc2fmu_law_g + (size_t)k * MC2FMU_LAW_G_SIZE, 1, &z) * nm[3];
-}
-
-MC2FMU_STATIC mc2fmu_real MC2FMU_(law_damping)(int k, mc2fmu_real l, mc2fmu_real ldot) {
-    const double *nm = mc2fmu_law_norm + 5 * k;
-    mc2fmu_real in[3], a;
-    in[0] = (l - nm[0]) / nm[1];
-    in[1] = ldot / nm[2];
-    in[2] = MC2FMU_ABS(in[1]);
-    a = MC2FMU_(law_net)(mc2fmu_law_h + (size_t)k * MC2FMU_LAW_H_SIZE, 3, in);
-    return (MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a))) * (nm[3] / nm[2]) - nm[4]; /* the learned part: h - c */
-}
+/* the recorded springs' learned laws: law k's elastic tension g(l), MC2FMU_(law_elastic)(k, l),
+   and its learned damping coefficient h(l, ldot) - c, MC2FMU_(law_damping)(k, l, ldot) (h >= 0,
+   c the mechanism file's damping): printed into mc2fmu_laws.h from mc2fmu/models/spring_laws.py */
+#include "mc2fmu_laws.h"
 #endif
 
 #if MC2FMU_NS > 0
