@@ -5,15 +5,15 @@ slots): per body, in file order, mass, centre of mass x y z (body frame) and the
 tensor's xx yy zz xy xz yz (:data:`BODY_SLOTS`); then gravity x y z; then per spring
 stiffness, damping and rest length.  From ``theta`` and the trained layout (each body's point
 length ``L`` and the centre of mass its points were placed at) come each body's 4x4 point mass
-block (:func:`body_mass_entries`, written once for every target; the body's 12x12 block of ``M`` is
-``A (x) I_3``), gravity's
-force ``f_g = M g`` and the spring constants (:func:`physics_arrays`).
+block (:func:`body_mass_entries`, written once for every target; the body's 12x12 block of
+``M`` is ``A (x) I_3``), gravity's force ``f_g = M g`` and the spring constants
+(:func:`physics_arrays`).
 
 numpy only, and nothing else imported: the python FMU backend inserts this module's source
 into its slave (one implementation of the physics a parameter set gives and of its checks, as
 :mod:`mc2fmu.mechanics.natural` and ``mc2fmu validate`` use them).  The native backend's C
-runtime prints :func:`body_mass_entries` and implements the rest in ``mc2fmu_native.h``; the tests
-compare the two.
+runtime prints :func:`body_mass_entries` and implements the rest in ``mc2fmu_native.h``; the
+tests compare the two.
 """
 
 from __future__ import annotations

@@ -41,10 +41,10 @@ from .. import __version__
 from ..capabilities import require
 from ..errors import ExportError
 from ..files import atomic_output
+from ..mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, body_mass_entries
 from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
 from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD
-from ..mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, body_mass_entries
 from ..models.expr import clear as expr_clear, emit_modelica, inputs as expr_inputs
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
 from ..models.spring_laws import traced as law_traced
@@ -303,10 +303,12 @@ def _mass_block(src: _Source, b: str, principal: bool, L: float, c0) -> None:
     j``) and ``{b}_Rj``, as parameter expressions of its mass, centre of mass and inertia,
     printed from :func:`mc2fmu.mechanics.parameters.body_mass_entries` (the point length and the
     trained centre of mass are numbers)."""
-    names = [f"{b}_mass"] + [f"{b}_com[{k + 1}]" for k in range(3)]
-    names += [f"{b}_inertia[{k + 1}]" if k < 3 or not principal else "0.0" for k in range(6)]
+    names = [f"{b}_mass"] + [f"{b}_com[{k + 1}]" for k in range(3)] + [f"{b}_inertia[{k + 1}]" for k in range(6)]
     expr_clear()
-    entries = body_mass_entries(expr_inputs("th", BODY_SLOTS), float(L), [float(c) for c in c0])
+    th = expr_inputs("th", BODY_SLOTS)
+    if principal:  # no products-of-inertia parameters: those slots are zero, and fold away
+        th[7:10] = [0.0, 0.0, 0.0]
+    entries = body_mass_entries(th, float(L), [float(c) for c in c0])
     temps, lines = emit_modelica(entries, lambda name, i: names[i], f"{b}_mt")
     for t, line in zip(temps, lines):
         src.par(t, line.split(" = ", 1)[1].rstrip(";"), f"{b}: a shared term of its point mass block", protected=True)

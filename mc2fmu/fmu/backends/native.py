@@ -519,9 +519,6 @@ def render_motion(artifact, variables) -> str:
     return "\n".join(code)
 
 
-# ------------------------------------------------------------------ building
-
-
 def render_mass(artifact) -> str:
     """``mc2fmu_mass.h``: a body's point mass block, ``mc2fmu_body_mass(th, geo, out)``, printed
     from :func:`mc2fmu.mechanics.parameters.body_mass_entries` (the text every target forms the
@@ -537,8 +534,8 @@ def render_mass(artifact) -> str:
         "static const int mc2fmu_mass_entry[4][4] = {"
         + ", ".join("{" + ", ".join(str(index[min(i, j), max(i, j)]) for j in range(4)) + "}" for i in range(4)) + "};", "",
         "/* th: the body's parameter slots (mass, com, inertia), geo: its point length and the centre of mass its "
-        "points\n   were placed about; out: the entries (0,0) (0,1) (0,2) (0,3) (1,1) (1,2) (1,3) (2,2) (2,3) (3,3) "
-        "and the row sums */",
+        "points\n   were placed about; out: the entries " + " ".join(f"({i},{j})" for i, j in MASS_ENTRIES)
+        + " and the row sums */",
         "static void mc2fmu_body_mass(const double *th, const double *geo, double *out) {",
         emit_c(traced_mass(), ctype="double"), "}", ""])
 
@@ -595,6 +592,9 @@ def render_terms(artifact) -> str:
         body,
         "    for (j = 0; j < MC2FMU_NQ; j++) rhs[j] += f[j];",
         "}", ""])
+
+
+# ------------------------------------------------------------------ building
 
 
 def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token: str, ident: str,
