@@ -79,23 +79,25 @@ def main(argv=None) -> int:
             wall1, wallk = walls["k1"], walls[f"k{args.k}"]
             ens = json.loads((ens_dir / "model.json").read_text())["training"]["ensemble"]
             val = {m["seed"]: m["val_loss"] for m in ens["members"] if "error" not in m}
+            failed = sum("error" in m for m in ens["members"])  # e.g. a training that did not fit (refused)
             members = {s: held_out(ens_dir.with_name(ens_dir.name + ".seeds") / f"seed-{s}", folder) for s in val}
             single = held_out(one, folder)
             kept = members[ens["kept"]]
             kept2 = members[min(sorted(val)[:2], key=lambda s: val[s])]
             rows.append((name, mode, single, kept2, kept, min(members.values()), max(members.values()),
-                         kept == min(members.values()), wall1, wallk))
+                         kept == min(members.values()), wall1, wallk, failed))
             print(f"{name} {mode}: K=1 {100 * single:.3f} %, kept seed {ens['kept']} {100 * kept:.3f} %, seeds "
                   + ", ".join(f"{s}: {100 * v:.3f} % (val {val[s]:.2e})" for s, v in members.items())
-                  + f"; wall {wall1:.0f} s / {wallk:.0f} s", file=sys.stderr, flush=True)
+                  + f"; {failed} failed; wall {wall1:.0f} s / {wallk:.0f} s", file=sys.stderr, flush=True)
     k = args.k
     pct = lambda v: f"{100 * v:.3f} %" if np.isfinite(v) else "diverged"  # noqa: E731
     print(f"| mechanism | mode | held-out NRMSE, K = 1 | K = 2: kept | K = {k}: kept | best / worst of the {k} "
-          f"seeds | validation loss picked the best of {k} | wall K = 1 | wall K = {k} | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, mode, single, kept2, kept, best, worst, right, w1, wk in rows:
+          f"seeds that fitted | seeds refused (no fit) | validation loss picked the best of {k} | wall K = 1 | "
+          f"wall K = {k} | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, mode, single, kept2, kept, best, worst, right, w1, wk, failed in rows:
         print(f"| {name} | {mode} | {pct(single)} | {pct(kept2)} | {pct(kept)} | {pct(best)} / {pct(worst)} "
-              f"| {'yes' if right else 'no'} | {w1:.0f} s | {wk:.0f} s | {wk / w1:.2f} |")
+              f"| {failed} | {'yes' if right else 'no'} | {w1:.0f} s | {wk:.0f} s | {wk / w1:.2f} |")
     print()
     print(f"| mode | held-out NRMSE, median / worst: K = 1 | K = 2 | K = {k} | wall ratio K = {k} / K = 1: "
           "median / worst |")

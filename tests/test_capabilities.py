@@ -112,6 +112,8 @@ def test_a_learned_law_of_another_shape_goes_to_every_target(trained, tmp_path):
     model = replace(art.model, springs=replace(art.model.springs, laws=other))
     model_dir = save_artifact(tmp_path / "other-law", replace(art, model=model))
     other_art = load_artifact(model_dir)
+    saved = other_art.model.springs.laws.laws[0]
+    assert len(saved.g.layers) == 2 and saved.h.activation == "sigmoid" and saved.g.activation == "tanh"
     for target, backend in (("fmu", "native"), ("fmu", "python"), ("modelica", None), ("casadi", None)):
         assert capabilities.problems(other_art, target, backend) == [], (target, backend)
     summary = export_fmu(model_dir, tmp_path / "m.fmu", "native", 2, "both")

@@ -39,6 +39,7 @@ def test_a_passing_check_is_the_simulated_training_runs_error_and_ends_training(
     check = checks[0]
     assert check["best_fit"] <= BRIEF["lbfgs_floor"] and check["check"] <= 0.5
     assert art.training["metrics"]["lbfgs_iterations"] == check["iter"] < BRIEF["lbfgs_iters"]
+    assert "unfitted" not in art.training["metrics"]  # a fitted model is not flagged as one that did not fit
 
     ds = load_training_data(mech, [run["path"]])
     x = simulate_run(load_artifact(tmp_path / "m"), ds.x, ds.u)["x"]

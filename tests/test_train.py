@@ -123,6 +123,19 @@ def test_nan_during_training_is_reported(capsys, tmp_path, toy_mechanism, toy_ru
     assert not (tmp_path / "model").exists()
 
 
+def test_a_training_that_did_not_fit_says_so(capsys, tmp_path, toy_mechanism, toy_run):
+    """A model whose decoded motion misses the data by more than a tenth of its spread (here:
+    no optimisation at all, the initial weights) is written with a warning that names the seed
+    and what to do, and its record says it is unfitted (a fitted one: test_floor_check)."""
+    out = tmp_path / "model"
+    code, _, err = run_cli(capsys, "train", toy_mechanism, toy_run, "--dof", "1", "--samples", "100",
+                           "--adam-epochs", "0", "--lbfgs-iters", "0", "--seed", "5", "-o", out)
+    assert code == 0, err
+    text = " ".join(err.split())
+    assert "did not fit the data" in text and "Seed 5" in text and "--seeds 4" in text
+    assert json.loads((out / "model.json").read_text())["training"]["metrics"]["unfitted"] is True
+
+
 def test_artifact_holds_what_later_stages_need(capsys, tmp_path, toy_mechanism, toy_run):
     out = tmp_path / "model"
     code, stdout, err = run_cli(capsys, "train", toy_mechanism, toy_run, "--dof", "1", *FAST, "-o", out, "--seed", "3")

@@ -62,7 +62,10 @@ def body_mass_entries(th, L, com) -> list:
     inv_L = 1.0 / L
     inv_L2 = inv_L * inv_L
     d = [(th[1 + i] - com[i]) * inv_L for i in range(3)]
-    Sig = [[((0.5 * tr if i == j else 0.0) - J[i][j]) * inv_L2 + mass * d[i] * d[j] for j in range(3)] for i in range(3)]
+    Sig = [[None] * 3 for _ in range(3)]
+    for i in range(3):  # symmetric to the last bit: each entry once, mirrored
+        for j in range(i, 3):
+            Sig[i][j] = Sig[j][i] = ((0.5 * tr if i == j else 0.0) - J[i][j]) * inv_L2 + mass * d[i] * d[j]
     s1 = [Sig[i][0] + Sig[i][1] + Sig[i][2] for i in range(3)]
     A = [[None] * 4 for _ in range(4)]
     A[0][0] = mass - 2.0 * (mass * d[0] + mass * d[1] + mass * d[2]) + (s1[0] + s1[1] + s1[2])

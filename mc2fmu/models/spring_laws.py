@@ -110,7 +110,8 @@ class SpringLaws:
         params, arrays = {"springs": [], "activation": "tanh"}, {}
         for law in self.laws:
             s = law.spring
-            params["springs"].append({"spring": s, "g": law.g.widths, "h": law.h.widths})
+            params["springs"].append({"spring": s, "g": law.g.widths, "h": law.h.widths,
+                                      "g_activation": law.g.activation, "h_activation": law.h.activation})
             arrays[f"law{s}.norm"] = np.asarray(law.norm, dtype=np.float64)
             for name, w in (("g", law.g), ("h", law.h)):
                 for i, (W, b) in enumerate(w.layers):
@@ -148,8 +149,10 @@ class SpringLaws:
 
             def weights(name: str) -> MLPWeights:
                 n = len(entry[name]) - 1
+                own = str(entry.get(f"{name}_activation", act))  # a file before per-network activations: the shared one
+                get_activation(own)
                 return MLPWeights(tuple(arrays[f"law{s}.{name}.W{i}"] for i in range(n)),
-                                  tuple(arrays[f"law{s}.{name}.b{i}"] for i in range(n)), act)
+                                  tuple(arrays[f"law{s}.{name}.b{i}"] for i in range(n)), own)
 
             laws.append(SpringLaw(s, weights("g"), weights("h"), norm))
         return cls(tuple(laws), n_springs)

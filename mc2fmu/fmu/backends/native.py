@@ -556,9 +556,9 @@ def render_laws(artifact) -> str:
     code = [head]
     for fn, args, which in (("law_elastic", "mc2fmu_real l0", 0), ("law_damping", "mc2fmu_real l0, mc2fmu_real ldot0", 1)):
         code += [f"MC2FMU_STATIC mc2fmu_real MC2FMU_({fn})(int k, {args}) {{",
-                 "    const mc2fmu_real l[1] = {l0};" + ("\n    const mc2fmu_real ldot[1] = {ldot0};" if which else ""),
-                 "    mc2fmu_real out[1] = {0.0};"]
-        code.append("    (void)l;" + (" (void)ldot;" if which else ""))
+                 "    mc2fmu_real l[1], ldot[1], out[1];",
+                 "    l[0] = l0;", "    ldot[0] = " + ("ldot0;" if which else "0.0;"), "    out[0] = 0.0;"]
+        code.append("    (void)l;\n    (void)ldot;")
         code.append("    switch (k) {")
         for k, (law, g) in enumerate(zip(laws, graphs)):
             code += [f"    case {k}: {{ /* spring {law.spring} */", emit_c([g[which]], indent="        "), "        break;",

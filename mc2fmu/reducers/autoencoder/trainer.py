@@ -147,6 +147,14 @@ def train(ds: Dataset, cfg: TrainConfig, progress: Callable[[dict], None] | None
         return Training(ds, cfg, progress, checkpoint).run()
 
 
+#: a training whose reconstruction error, relative to the data's spread squared, is above this
+#: did not fit the data (its rms error is above a tenth of the motion): the model is written with
+#: a warning that says so and what to do.
+#: Fitted models end at 1e-10 to 1e-5 (the 6-DOF platforms' largest); a four-bar's learnt chart
+#: from a basin training does not leave ends at 0.67
+UNFITTED_REC = 1e-2
+
+
 class Training:
     """One training run, as a list of optimiser steps (``steps``: Adam epochs, then chunks of
     :data:`LBFGS_CHUNK` L-BFGS iterations, then the identification's) taken in order.
@@ -467,6 +475,15 @@ class Training:
             extra["identified_terms"] = 0 if model.library is None else int(len(model.library))
         with torch.no_grad():
             _, parts = self.loss_fn(self.windows)
+        if not parts["rec"] <= UNFITTED_REC:
+            log.warning(
+                "training did not fit the data: the reconstruction error is %.2g of the data's spread squared (a fitted "
+                "model: below 1e-5; the validation loss %.2g), so the %s not chart the motion and the model's results "
+                "are not the mechanism's. Seed %d started it in a basin it did not leave: train again with --seeds 4 "
+                "(the best of four seeds is kept) or another --seed%s", parts["rec"], self.best["val"],
+                "known coordinates do" if cfg.coords else "coordinates it learnt do", cfg.seed,
+                "; check that the --coords columns determine the mechanism's pose" if cfg.coords else "")
+            extra["unfitted"] = True
         seconds = time.perf_counter() - self.t0
         if model.spring_law_residuals:
             extra["spring_law_residual"] = model.spring_law_residuals

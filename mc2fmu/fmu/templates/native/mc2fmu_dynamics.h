@@ -722,15 +722,17 @@ MC2FMU_STATIC void MC2FMU_(terms_xd)(MC2FMU_(terms) *T, const mc2fmu_real *qd, m
         }
     }
 #else
-    const double *MC2FMU_RESTRICT WT = mc2fmu_WT[MC2FMU_NL - 1]; /* NH x NX */
-    /* row by row of WT (contiguous, vectorised); each xd[k] sums over n in the same order */
-    for (k = 0; k < MC2FMU_NX; k++) xd[k] = 0.0;
-    for (n = 0; n < MC2FMU_NH; n++) {
-        const double *MC2FMU_RESTRICT w = WT + (size_t)n * MC2FMU_NX;
-        const mc2fmu_real v = vh[n];
-        for (k = 0; k < MC2FMU_NX; k++) xd[k] += w[k] * v;
+    {
+        const double *MC2FMU_RESTRICT WT = mc2fmu_WT[MC2FMU_NL - 1]; /* NH x NX */
+        /* row by row of WT (contiguous, vectorised); each xd[k] sums over n in the same order */
+        for (k = 0; k < MC2FMU_NX; k++) xd[k] = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) {
+            const double *MC2FMU_RESTRICT w = WT + (size_t)n * MC2FMU_NX;
+            const mc2fmu_real v = vh[n];
+            for (k = 0; k < MC2FMU_NX; k++) xd[k] += w[k] * v;
+        }
+        for (k = 0; k < MC2FMU_NX; k++) xd[k] *= mc2fmu_x_scale[k];
     }
-    for (k = 0; k < MC2FMU_NX; k++) xd[k] *= mc2fmu_x_scale[k];
 #endif
 }
 

@@ -134,7 +134,8 @@ enum { MC2FMU_INSTANTIATED, MC2FMU_INITIALIZATION, MC2FMU_EVENT, MC2FMU_CONTINUO
    inertia xx yy zz xy xz yz (about the COM, body axes); gravity x y z; per spring stiffness,
    damping, rest length (mc2fmu.mechanics.variants.parameter_vector).  The NC mass matrix is
    linear in each body's mass, mass times COM offset and second moment
-   (mc2fmu.mechanics.natural.body_mass_block, the trained layout's points), gravity's force is
+   (mc2fmu_body_mass of mc2fmu_mass.h, printed from mc2fmu.mechanics.parameters.body_mass_entries;
+   the trained layout's points), gravity's force is
    f_g = M (g on every point), and the springs' constants enter the tension alone.  So new
    parameters are a new A = W_L^T S M S W_L = G^T G and g = W_L^T S f_g, formed once when they
    are set (pivoted Cholesky with the exported model's rank NK: the rows a step reads) and
