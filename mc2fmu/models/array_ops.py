@@ -59,9 +59,9 @@ _COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_so
 
 
 def _object_softplus(a):
-    from .expr import apply
-
-    return np.frompyfunc(lambda v: apply("softplus", v), 1, 1)(a)
+    # an expression node's own softplus (a node of that function); a number's, numpy's
+    return np.frompyfunc(lambda v: v.softplus() if hasattr(v, "softplus") else float(_np_softplus(np.float64(v))),
+                         1, 1)(a)
 
 
 #: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
