@@ -182,14 +182,14 @@ def mass_factor(A: np.ndarray) -> np.ndarray:
 
 
 def low_rank(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``L`` (NH, k), ``R`` (k, NH) with ``C = L R`` to ``MASS_RANK_TOL`` of its largest
-    singular value: a folded input-force matrix ``C_i = W_L^T S f_C[i] S W_L`` has at most the
+    """``L`` (m, k), ``R`` (k, n) with ``C = L R`` for an (m, n) matrix ``C``, to
+    ``MASS_RANK_TOL`` of its largest singular value: a folded input-force matrix ``C_i = W_L^T S f_C[i] S W_L`` has at most the
     rank of ``f_C[i]`` (a torque on one body moves that body's 12 coordinates: rank <= 6 or so),
     and ``C_i h = L (R h)`` costs ``2 k NH`` instead of ``NH^2``.  Measured (native step in the C
     host, benchmarks/train_accuracy.py's cost, one Hessian row per velocity on): the 3-RRR (three
     torques, NH 64, k = 6) 11.2 -> 9.1 us, the five-bar (two torques) 7.2 -> 6.5 us.  ``k = 0``
     for a zero matrix."""
-    U, S, Vt = np.linalg.svd(C)
+    U, S, Vt = np.linalg.svd(C, full_matrices=False)
     keep = S > MASS_RANK_TOL * max(float(S[0]) if S.size else 0.0, 1e-300)
     if not S.size or S[0] == 0.0:
         keep[:] = False
@@ -197,19 +197,17 @@ def low_rank(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def velocity_factor(SW: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``U`` (NX, k), ``V`` (k, NH) with ``S W_L = U V`` to ``MASS_RANK_TOL`` of its largest
-    singular value, for the motion outputs' ``xd = S W_L (Jh qd) = U (V (Jh qd))``: the output
-    layer maps onto the data's hull (k its dimension, e.g. 3 for the four-bar's 36 coordinates),
-    so the product costs ``k (NX + NH)`` instead of ``NX NH``.  None when that is not cheaper
-    (a decoder without a hull)."""
-    U, S, Vt = np.linalg.svd(SW, full_matrices=False)
-    keep = S > MASS_RANK_TOL * max(float(S[0]) if S.size else 0.0, 1e-300)
-    k = int(keep.sum())
+    """``U`` (NX, k), ``V`` (k, NH) with ``S W_L = U V`` (:func:`low_rank`), for the motion
+    outputs' ``xd = S W_L (Jh qd) = U (V (Jh qd))``: the output layer maps onto the data's hull
+    (k its dimension, e.g. 3 for the four-bar's 36 coordinates), so the product costs ``k (NX +
+    NH)`` instead of ``NX NH``.  None when that is not cheaper (a decoder without a hull)."""
+    U, V = low_rank(SW)
+    k = V.shape[0]
     if k * (SW.shape[0] + SW.shape[1]) >= SW.shape[0] * SW.shape[1]:
         return None
     if k == 0:  # a zero output layer: one zero direction keeps the C arrays non-empty
         return np.zeros((SW.shape[0], 1)), np.zeros((1, SW.shape[1]))
-    return U[:, keep].copy(), S[keep, None] * Vt[keep]
+    return U, V
 
 
 def _csr(A: np.ndarray) -> tuple[list[int], list[int], list[float]]:
