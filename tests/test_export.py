@@ -140,6 +140,57 @@ def test_the_export_check_catches_a_graph_that_drifts_from_torch(tmp_path):
     assert check_graph(tmp_path / "net.onnx", net, spec, points) > 100 * TOLERANCE
 
 
+def test_a_graph_the_torchscript_exporter_refuses_goes_through_the_dynamo_exporter(tmp_path, monkeypatch):
+    """graphs._quiet_export takes the TorchScript exporter first and the dynamo exporter when it
+    fails: made to fail, the graph still exports, and equals torch to the check's tolerance."""
+    import torch
+
+    from mc2fmu.reducers.autoencoder import graphs
+
+    calls = []
+    export = torch.onnx.export
+
+    def failing_torchscript(*args, dynamo=True, **kwargs):
+        calls.append(dynamo)
+        if not dynamo:
+            raise RuntimeError("tracer refused")
+        return export(*args, dynamo=dynamo, **kwargs)
+
+    monkeypatch.setattr(torch.onnx, "export", failing_torchscript)
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3)).double()
+    spec = graphs.GraphSpec("net", ("q",), ("y",))
+    points = [{"q": np.random.default_rng(k).normal(size=(1, 2))} for k in range(4)]
+    graphs.export_one(net, spec, points[0], tmp_path / "net.onnx")
+    assert calls == [False, True]
+    assert graphs.check_graph(tmp_path / "net.onnx", net, spec, points) <= graphs.TOLERANCE
+
+
+def test_the_step_graph_keeps_dt_in_float64(tmp_path):
+    """The exporters pass Python floats and 0-d tensors through float32 (dt = 1e-3 becomes
+    1.0000000475e-3, dt^2 a 1e-7 relative error).  The step graph of a model whose dynamics are
+    a free particle (q_next = 2 q - q_prev) plus dt^2 times a constant acceleration must
+    equal 2 q - q_prev + dt^2 a to rounding, dt kept exactly."""
+    import onnxruntime as ort
+    import torch
+
+    from mc2fmu.reducers.autoencoder import graphs
+
+    class Constant:
+        step_map = None
+
+        def step(self, q_prev, q, u, dt, physics):
+            return 2.0 * q - q_prev + dt * dt * torch.full_like(q, 7.0)
+
+    spec = graphs.GraphSpec("step", ("q_prev", "q"), ("q_next",))
+    step = graphs._StepGraph(Constant(), spec, n_u=0, dt=1e-3)
+    feed = {"q_prev": np.array([[0.3, -0.2]]), "q": np.array([[0.31, -0.21]])}
+    graphs.export_one(step, spec, feed, tmp_path / "step.onnx")
+    got = ort.InferenceSession(str(tmp_path / "step.onnx")).run(None, feed)[0]
+    want = 2.0 * feed["q"] - feed["q_prev"] + 1e-6 * 7.0
+    assert np.abs(got - want).max() <= 4e-17
+
+
 def test_exportable_atan2_equals_torch_atan2():
     """ONNX Runtime has no float64 Atan: the encoder's atan2 is a float32 estimate plus a
     float64 correction, equal to torch.atan2 to rounding, across all quadrants and at +-pi."""

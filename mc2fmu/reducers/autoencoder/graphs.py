@@ -106,9 +106,10 @@ class _RhsGraph(_DynamicsGraph):
 class _StepGraph(_DynamicsGraph):
     def __init__(self, model, spec: "GraphSpec", n_u: int, dt: float):
         super().__init__(model, spec, n_u)
-        # a tensor, not a Python float: the exporter stores Python scalars through float32
-        # (dt^2 = 1e-6 became 9.99999997e-7, a 3e-8 relative error in every step)
-        self.register_buffer("dt", torch.tensor(float(dt), dtype=F64))
+        # a one-element tensor, neither a Python float nor a 0-d tensor: the exporters treat
+        # those as scalars and store them, or cast them, through float32 (dt^2 = 1e-6 became
+        # 9.99999997e-7, a 3e-8 relative error in every step)
+        self.register_buffer("dt", torch.tensor([float(dt)], dtype=F64))
 
     def forward(self, *args):
         a, u, physics = self._args(args)
@@ -250,8 +251,18 @@ def check_graph(path, module: nn.Module, spec: GraphSpec, points) -> float:
 
 
 def _quiet_export(module: nn.Module, args: tuple, input_names: list[str], output_names: list[str], what: str):
-    """``torch.onnx.export`` (the dynamo exporter, float64 kept) with its own progress lines and
-    warnings kept out of the CLI; any failure is an :class:`ExportError` naming ``what``."""
+    """``module`` as an ONNX ``ModelProto`` (float64 kept), the exporters' progress lines and
+    warnings kept out of the CLI; any failure is an :class:`ExportError` naming ``what``.
+
+    The TorchScript exporter (``dynamo=False``) first: measured on the MacPherson's five graphs
+    (``benchmarks/train_profile.py``'s ``export s``), 0.4 s against the dynamo exporter's 7.5 s
+    in a fresh process (4.2 s warm), most of that its operator registry and decompositions, a
+    fixed cost of every ``train``.  The graphs are plain matrix products, ``tanh`` and slicing,
+    which both trace alike; :func:`export_checked` holds either one's result to torch.  The
+    dynamo exporter remains for a module the TorchScript one cannot trace (it is deprecated and
+    may leave a later torch)."""
+    import onnx
+
     sink = io.StringIO()
     quiet = [logging.getLogger(n) for n in ("onnxscript", "onnx_ir", "torch.onnx")]
     levels = [lg.level for lg in quiet]
@@ -260,22 +271,31 @@ def _quiet_export(module: nn.Module, args: tuple, input_names: list[str], output
     with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         warnings.simplefilter("ignore")
         try:
-            program = torch.onnx.export(module, args, input_names=input_names, output_names=output_names,
-                                        dynamo=True, opset_version=OPSET, external_data=False, verbose=False)
+            try:
+                buffer = io.BytesIO()
+                torch.onnx.export(module, args, buffer, input_names=input_names, output_names=output_names,
+                                  dynamo=False, opset_version=OPSET, verbose=False)
+                return onnx.load_from_string(buffer.getvalue())
+            except Exception as exc:  # noqa: BLE001 - any failure of the old exporter: the dynamo one
+                log.debug("TorchScript export of %s failed (%s: %s); the dynamo exporter follows", what,
+                          type(exc).__name__, exc)
+            return torch.onnx.export(module, args, input_names=input_names, output_names=output_names,
+                                     dynamo=True, opset_version=OPSET, external_data=False, verbose=False).model_proto
         except Exception as exc:  # the exporter raises many types; report them as one
             raise ExportError(f"ONNX export of {what} failed: {type(exc).__name__}: "
                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
         finally:
             for lg, level in zip(quiet, levels):
                 lg.setLevel(level)
-    log.debug("exporter output for %s:\n%s", what, sink.getvalue())
-    return program
+            log.debug("exporter output for %s:\n%s", what, sink.getvalue())
 
 
 def export_one(module: nn.Module, spec: GraphSpec, feed: dict[str, np.ndarray], path: Path) -> None:
     """One graph exported alone (what :func:`export_graphs` does for several at once)."""
     args = tuple(torch.as_tensor(feed[k], dtype=F64) for k in spec.inputs)
-    _quiet_export(module, args, list(spec.inputs), list(spec.outputs), f"the {spec.name} graph").save(str(path))
+    import onnx
+
+    onnx.save(_quiet_export(module, args, list(spec.inputs), list(spec.outputs), f"the {spec.name} graph"), str(path))
 
 
 class _AllGraphs(nn.Module):
@@ -312,7 +332,7 @@ def export_graphs(specs: dict[str, GraphSpec], modules: dict[str, nn.Module], fe
 
     together = _AllGraphs(specs, modules)
     args = tuple(torch.as_tensor(feed[k], dtype=F64) for k in together.inputs)
-    whole = _quiet_export(together, args, together.inputs, together.outputs, "the graphs").model_proto
+    whole = _quiet_export(together, args, together.inputs, together.outputs, "the graphs")
     extractor = Extractor(whole)
     paths = {}
     for name, spec in specs.items():

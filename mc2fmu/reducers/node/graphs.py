@@ -40,8 +40,9 @@ class _NodeStepGraph(nn.Module):
             self.register_buffer(f"b{i}", torch.as_tensor(np.asarray(b), dtype=F64))
         for name in _SCALES:
             self.register_buffer(name, torch.as_tensor(np.asarray(getattr(dyn.scales, name)), dtype=F64))
-        # a tensor, not a Python float: the exporter stores Python scalars through float32
-        self.register_buffer("dt", torch.tensor(float(dyn.dt), dtype=F64))
+        # a one-element tensor, neither a Python float nor a 0-d tensor (the exporters pass
+        # those through float32: see the autoencoder's step graph)
+        self.register_buffer("dt", torch.tensor([float(dyn.dt)], dtype=F64))
         self.activation = get_activation(dyn.net.activation)
         self.angles, self.n_u = dyn.angles, model.n_u
 
