@@ -873,7 +873,8 @@ class _progress_bar:
         if key not in self.bars:
             from tqdm import tqdm
 
-            self.bars[key] = tqdm(total=None, bar_format="{desc} {elapsed} | {postfix}", file=sys.stderr,
+            # tqdm writes the postfix as ", <postfix>": "training 00:12, lbfgs 200 | loss ..."
+            self.bars[key] = tqdm(total=None, bar_format="{desc} {elapsed}{postfix}", file=sys.stderr,
                                   desc="training" if key is None else f"seed {key}", position=len(self.bars))
         line = f"done: best val {e['val']:.2e} after {e['iter']} L-BFGS iterations" if e.get("stage") == "done" \
             else progress_line(e)

@@ -118,6 +118,7 @@ def test_a_learned_law_of_another_shape_goes_to_every_target(trained, tmp_path):
         assert capabilities.problems(other_art, target, backend) == [], (target, backend)
     summary = export_fmu(model_dir, tmp_path / "m.fmu", "native", 2, "both")
     assert (tmp_path / "m.fmu").exists() and summary
+    assert summary["compiler_warnings"] == []  # the printed law compiles clean under -Wall -Wextra
 
     points = sample_points(other_art.envelope, other_art.model, 4, seed=2)
     ref = np.concatenate([other_art.model.acceleration(pt["q"], pt["qd"], pt["u"]) for pt in points])

@@ -151,3 +151,39 @@ def test_training_whose_check_has_nothing_to_roll_out_stops_at_the_floor_with_a_
     assert check["check"] is None and check["floor"] == BRIEF["lbfgs_floor"]
     assert result.metrics["lbfgs_iterations"] == check["iter"] < BRIEF["lbfgs_iters"]
     assert any("unchecked" in r.getMessage() for r in caplog.records)
+
+
+def test_a_run_at_rest_beside_a_moving_one_is_left_out_of_the_check(trained, tmp_path, monkeypatch):
+    """Training runs of which one is at rest (every sample its first) and one moves: the check's
+    error is the moving run's alone, as `mc2fmu simulate` gives it (the still run neither
+    counts as a perfect rollout nor makes the check unchecked)."""
+    import csv
+    import gzip
+
+    from mc2fmu.data.dataset import load_training_data
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.simulate import simulate_run
+    from mc2fmu.reducers.autoencoder import floor_check
+
+    model_dir, mech, run_path = trained("four_bar")
+    art = load_artifact(model_dir)
+    with gzip.open(run_path, "rt", newline="") as f:
+        rows = list(csv.reader(f))
+    header, first = rows[0], rows[1]
+    t = header.index("time")
+    still = tmp_path / "still.csv"
+    with open(still, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for row in rows[1:2001]:
+            w.writerow([row[i] if i == t else first[i] for i in range(len(header))])
+    monkeypatch.setattr(floor_check, "to_runtime", lambda model, dt: art.model)  # the trained model's own step
+    mixed = load_training_data(mech, [str(still), run_path])
+    assert len(list(mixed.runs())) == 2
+    got = floor_check.training_rollout_nrmse(None, mixed)
+
+    ds = load_training_data(mech, [run_path])
+    x = simulate_run(art, ds.x, ds.u)["x"]
+    want = np.sqrt(np.mean((x - ds.x) ** 2)) / np.sqrt(np.mean((ds.x - ds.x.mean(axis=0)) ** 2))
+    assert np.isfinite(want) and want > 0
+    assert got == pytest.approx(want, rel=1e-9)

@@ -195,6 +195,47 @@ def test_every_target_computes_the_same_motion_outputs(trained, native, tmp_path
     assert _scaled_difference(mod, want, names) <= 1e-9
 
 
+def test_the_native_velocities_without_the_low_rank_factor_are_numpys(trained, tmp_path, monkeypatch):
+    """The native C's ``xd`` has two paths: through the output layer's low-rank factor
+    (``MC2FMU_NXD`` > 0, every bundled model) and, where that is not cheaper, the full output
+    layer (``MC2FMU_NXD`` 0).  The second, forced, gives numpy's motion outputs to 1e-12 too."""
+    import zipfile
+
+    from mc2fmu.data.poses import read_run
+    from mc2fmu.fmu.backends import native as native_backend
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.mechanics.natural import nc_from_poses
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.models.simulate import simulate_run
+    from tests.fmu_helpers import run_json, start_values
+
+    monkeypatch.setattr(native_backend, "velocity_factor", lambda SW: None)
+    model_dir, _, run_path = trained("four_bar")
+    fmu = tmp_path / "full.fmu"
+    summary = export_fmu(model_dir, fmu, "native", 2, "me")
+    assert summary["compiler_warnings"] == []
+    with zipfile.ZipFile(fmu) as z:
+        sources = "".join(z.read(n).decode() for n in z.namelist() if n.startswith("sources/") and n.endswith((".c", ".h")))
+    assert "#define MC2FMU_NXD 0 " in sources and "mc2fmu_xd_U[" not in sources  # the full layer's path
+    art = load_artifact(model_dir)
+    run = read_run(run_path, art.mechanism)
+    res = simulate_run(art, nc_from_poses(art.layout, run.origin, run.rotation), run.u)
+    ok = np.flatnonzero(np.isfinite(res["q"]).all(axis=1))
+    pick = ok[np.linspace(0, len(ok) - 1, 12).astype(int)]
+    q, qd, u = res["q"][pick], res["qd"][pick], run.u[pick]
+    names = [n for n, _, _ in motion.output_names(art.mechanism.body_names)]
+    x, J, _ = art.model.decode_jh(q)
+    springs = art.model.springs
+    want = motion.evaluate(motion.MotionGeometry.of(art.layout, springs.D, springs.e), x,
+                           np.einsum("bnm,bm->bn", J, qd), parameter_vector(art.mechanism))
+    got = run_json(Path(__file__).with_name("fmpy_sim.py"), {"kind": "jacobian", "fmu": str(fmu),
+                                                            "start": start_values(model_dir),
+                                                            "states": np.hstack([q, qd]).tolist(), "u": u.tolist()},
+                   tmp_path)
+    idx = [got["unknowns"].index(n) for n in names]
+    assert _scaled_difference(np.array(got["values"])[:, idx], want, names) <= 1e-12
+
+
 def test_printed_expressions_nest_at_most_max_depth():
     """A sum of 500 terms prints as temporaries, none nested deeper than MAX_DEPTH parentheses
     (pymoca's parser gave up between 160 and 163; the a02 chain's energies are such sums)."""

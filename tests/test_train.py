@@ -1075,3 +1075,15 @@ def test_a_share_that_breaks_the_model_gives_way_to_every_triplet(toy_mechanism,
     assert [e["every"] for e in lb[:3]] == [4, 4, 4] and all(e["every"] == 1 for e in lb[3:])
     assert math.isinf(lb[2]["val"]) and all(math.isfinite(e["val"]) for e in lb[:2] + lb[3:])
     assert math.isfinite(result.metrics["val_loss"]) and result.metrics["lbfgs_iterations"] == 200
+
+
+def test_the_status_line_reads_stage_after_the_clock(capsys):
+    """The terminal's status line is ``training MM:SS, <stage> <iteration> | loss ...``
+    (tqdm writes its postfix after a comma: the line had a stray ``| ,`` before the stage)."""
+    from mc2fmu.cli import _progress_bar
+
+    bar = _progress_bar(quiet=False)
+    bar.update({"stage": "adam", "iter": 1, "loss": 0.5, "val": 0.4, "labels": {"rec": "rec"}, "rec": 0.5})
+    bar.close()
+    err = capsys.readouterr().err
+    assert "training 00:00, adam 1 | loss 5.00e-01 (rec 5.0e-01) | val 4.00e-01" in err and "| ," not in err

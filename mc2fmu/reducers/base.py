@@ -273,7 +273,8 @@ def trained_artifact(reducer: str, model, dataset, config, metrics: dict,
     """What a reducer's ``fit`` returns: the artifact of ``model`` trained on ``dataset``, its
     training record the ``metrics``, the ``config``, its seed and the entries of ``extra``;
     and the python FMU backend's ONNX graphs, ``graphs(envelope, folder) -> (files,
-    max differences from torch)``, in the model's resources and their differences in the record."""
+    max differences from torch)``, in the model's resources and their differences and seconds in
+    the record."""
     import tempfile
 
     from ..models.artifact import build_artifact
@@ -282,10 +283,12 @@ def trained_artifact(reducer: str, model, dataset, config, metrics: dict,
                          training={"metrics": metrics, "config": config_to_dict(config), "seed": config.seed,
                                    **(extra or {})},
                          versions=versions)
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mc2fmu-onnx-") as tmp:
         files, errors = graphs(art.envelope, tmp)
     model.resources.update(files)
     art.training["onnx_max_difference"] = errors
+    art.training["onnx_seconds"] = time.perf_counter() - t0  # the graphs' export and check
     return art
 
 
