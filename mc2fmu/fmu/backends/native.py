@@ -197,10 +197,11 @@ def low_rank(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def velocity_factor(SW: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``U`` (NX, k), ``V`` (k, NH) with ``S W_L = U V`` (:func:`low_rank`), for the motion
-    outputs' ``xd = S W_L (Jh qd) = U (V (Jh qd))``: the output layer maps onto the data's hull
-    (k its dimension, e.g. 3 for the four-bar's 36 coordinates), so the product costs ``k (NX +
-    NH)`` instead of ``NX NH``.  None when that is not cheaper (a decoder without a hull)."""
+    """``U`` (NX, k), ``V`` (k, NH) with ``S W_L = U V`` (:func:`low_rank`), for the poses'
+    ``x = x0 + U (V h)`` and the motion outputs' ``xd = S W_L (Jh qd) = U (V (Jh qd))``: the
+    output layer maps onto the data's hull (k its dimension, e.g. 3 for the four-bar's 36
+    coordinates), so each product costs ``k (NX + NH)`` instead of ``NX NH``.  None when that
+    is not cheaper (a decoder without a hull)."""
     U, V = low_rank(SW)
     k = V.shape[0]
     if k * (SW.shape[0] + SW.shape[1]) >= SW.shape[0] * SW.shape[1]:
@@ -276,7 +277,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     SW = model.x_scale[:, None] * Ws[-1]
     x0 = model.x_mean + model.x_scale * bs[-1]
     G_h = mass_factor(SW.T @ model.M @ SW)  # its rank NK; the C code forms G from the parameters
-    xd_UV = velocity_factor(SW)  # the motion outputs' xd = SW vh through the hull
+    xd_UV = velocity_factor(SW)  # x = x0 + SW h and the motion outputs' xd = SW vh through the hull
     B_h = SW.T @ model.f_B.reshape(n_x, n_u) if n_u else np.zeros((n_h, 0))
     C_lr = [low_rank(SW.T @ f_C[k] @ SW) for k in range(n_u)]  # C_i = L_i R_i
     C_rank = [R.shape[0] for _, R in C_lr]
@@ -302,7 +303,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_NF": n_feat, "MC2FMU_NH": n_h, "MC2FMU_NK": len(G_h), "MC2FMU_WMAX": wmax, "MC2FMU_NV": len(variables), "MC2FMU_NS": n_s,
         "MC2FMU_NT": n_t, "MC2FMU_NPHYS": len(parameter_vector(artifact.mechanism)),
         "MC2FMU_NMOTION": sum(v.role == "motion" for v in variables),
-        "MC2FMU_NXD": f"{0 if xd_UV is None else xd_UV[0].shape[1]} /* xd = U (V vh) through this many directions (0: SW vh) */",
+        "MC2FMU_NXD": f"{0 if xd_UV is None else xd_UV[0].shape[1]} /* x, xd = x0 + U (V h), U (V vh) through this many directions (0: through SW) */",
         "MC2FMU_BODY_SLOTS": BODY_SLOTS, "MC2FMU_NCHECK": MASS_CHECKS, "MC2FMU_MASS_RANK_TOL": _c_double(MASS_RANK_TOL),
         "MC2FMU_INERTIA_RTOL": _c_double(mechanism_limits.INERTIA_RTOL),
         "MC2FMU_MIN_MASS": _c_double(mechanism_limits.MIN_MASS), "MC2FMU_MAX_MASS": _c_double(mechanism_limits.MAX_MASS),
@@ -349,6 +350,7 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
     if xd_UV is not None:
         arrays.append(_array("double", "mc2fmu_xd_V", xd_UV[1].ravel(), comment="the output layer S W_L = U V: V, row-major (NXD x NH)"))
         arrays.append(_array("double", "mc2fmu_xd_U", xd_UV[0].ravel(), comment="U, row-major (NX x NXD)"))
+        arrays.append(_array("double", "mc2fmu_x0", x0, comment="x0 = x_mean + S b_L: the poses' x = x0 + U (V h)"))
     arrays.append("static const double *const mc2fmu_WT[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_WT{i}" for i in range(n_layers))))
     arrays.append("static const double *const mc2fmu_b[%d] = {%s};" % (n_layers, ", ".join(f"mc2fmu_b{i}" for i in range(n_layers))))
     arrays += [

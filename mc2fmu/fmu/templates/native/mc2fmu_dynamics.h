@@ -142,20 +142,38 @@ MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(hidden)(const mc2fmu_real *q, MC2FMU_(rows) 
     return cur;
 }
 
-/* the decoder's network, packed rows; returns the buffer (A or B) that holds the output layer */
-MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(network)(const mc2fmu_real *q, MC2FMU_(rows) A, MC2FMU_(rows) B, int np) {
-    MC2FMU_(rows) cur = MC2FMU_(hidden)(q, A, B, np);
-    MC2FMU_(rows) nxt = cur == A ? B : A;
-    MC2FMU_(affine)(MC2FMU_NL - 1, cur, nxt, np);
-    return nxt;
+/* x = x_mean + S (W_L h + b_L) from the last hidden activation h (row 0 of H): through the
+   output layer's rank when it is cheaper, x = x0 + U (V h) with x0 = x_mean + S b_L and S W_L = U V
+   (the data's hull: 3-10 directions instead of NX x NH products; native.py: velocity_factor).
+   -DMC2FMU_FULL_OUTPUT_LAYER takes the NX x NH product instead (benchmarks/fmu_cost.py's baseline) */
+MC2FMU_STATIC void MC2FMU_(output_x)(MC2FMU_(rows) H, mc2fmu_real *x) {
+    int n;
+#if MC2FMU_NXD > 0 && !defined(MC2FMU_FULL_OUTPUT_LAYER)
+    mc2fmu_real y[MC2FMU_NXD];
+    int i;
+    for (i = 0; i < MC2FMU_NXD; i++) {
+        const double *MC2FMU_RESTRICT v = mc2fmu_xd_V + (size_t)i * MC2FMU_NH;
+        mc2fmu_real s = 0.0;
+        for (n = 0; n < MC2FMU_NH; n++) s += v[n] * H[0][n];
+        y[i] = s;
+    }
+    for (n = 0; n < MC2FMU_NX; n++) {
+        const double *MC2FMU_RESTRICT u = mc2fmu_xd_U + (size_t)n * MC2FMU_NXD;
+        mc2fmu_real s = mc2fmu_x0[n];
+        for (i = 0; i < MC2FMU_NXD; i++) s += u[i] * y[i];
+        x[n] = s;
+    }
+#else
+    mc2fmu_real y[1][MC2FMU_WMAX];
+    MC2FMU_(affine)(MC2FMU_NL - 1, H, y, 1);
+    for (n = 0; n < MC2FMU_NX; n++) x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
+#endif
 }
 
 /* x = h_d(q), the value alone (the poses' decoder) */
 MC2FMU_STATIC void MC2FMU_(decode)(const mc2fmu_real *q, mc2fmu_real *x) {
     mc2fmu_real A[1][MC2FMU_WMAX], B[1][MC2FMU_WMAX];
-    MC2FMU_(rows) y = MC2FMU_(network)(q, A, B, 1);
-    int n;
-    for (n = 0; n < MC2FMU_NX; n++) x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
+    MC2FMU_(output_x)(MC2FMU_(hidden)(q, A, B, 1), x);
 }
 
 /* ------------------------------------------------------------------ the reduced dynamics
@@ -371,10 +389,7 @@ MC2FMU_STATIC void MC2FMU_(eval_geometry)(const mc2fmu_real *q, MC2FMU_(terms) *
 /* x at the cached geometry's q (value only): the output layer applied to h */
 MC2FMU_STATIC const mc2fmu_real *MC2FMU_(terms_x)(MC2FMU_(terms) *T) {
     if (!T->x_valid) {
-        mc2fmu_real y[1][MC2FMU_WMAX];
-        int n;
-        MC2FMU_(affine)(MC2FMU_NL - 1, MC2FMU_(terms_rows)(T), y, 1);
-        for (n = 0; n < MC2FMU_NX; n++) T->x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
+        MC2FMU_(output_x)(MC2FMU_(terms_rows)(T), T->x);
         T->x_valid = 1;
     }
     return T->x;

@@ -325,6 +325,18 @@ static double mc2fmu_physics_form(const double *th, mc2fmu_physics *ph, double *
 #define MC2FMU_LOG1P log1p
 #include "mc2fmu_dynamics.h" /* which undefines them again */
 
+#if MC2FMU_LPCA || defined(MC2FMU_SELFTEST)
+/* the decoder's full output rows (x, J, H through the output layer), which the dynamics and the
+   poses never form: for the local-PCA ROM's chart and the export's self-check; returns the
+   buffer (A or B) that holds them */
+static mc2fmu_rows mc2fmu_network(const double *q, mc2fmu_rows A, mc2fmu_rows B, int np) {
+    mc2fmu_rows cur = mc2fmu_hidden(q, A, B, np);
+    mc2fmu_rows nxt = cur == A ? B : A;
+    mc2fmu_affine(MC2FMU_NL - 1, cur, nxt, np);
+    return nxt;
+}
+#endif
+
 #if MC2FMU_LPCA
 #include "mc2fmu_lpca.h"
 #endif
@@ -1765,7 +1777,7 @@ int mc2fmu_selftest(const double *q, const double *qd, const double *u, const do
         mc2fmu_physics_form(mc2fmu_phys_start, &P, work);
         T.ph = &P;
     }
-    /* the decoder's full output (x, J, H), which the dynamics never form */
+    /* the decoder's full output (x, J, H) through its output layer, which the dynamics never form */
     Z = mc2fmu_network(q, A, B, MC2FMU_P);
     for (n = 0; n < MC2FMU_NX; n++) {
         const double s = mc2fmu_x_scale[n];
