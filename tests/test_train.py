@@ -136,6 +136,27 @@ def test_a_training_that_did_not_fit_says_so(capsys, tmp_path, toy_mechanism, to
     assert json.loads((out / "model.json").read_text())["training"]["metrics"]["unfitted"] is True
 
 
+def test_every_commands_help_prints(capsys):
+    """``--help`` of every command exits 0 (argparse %-formats help texts: a literal % in one
+    broke ``train --help``), and ``train --help`` lists every reducer's options."""
+    import argparse
+
+    from mc2fmu.cli import build_parser
+    from mc2fmu.reducers.base import REDUCERS, option_fields
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in sub.choices:
+        with pytest.raises(SystemExit) as exc:
+            main([command, "--help"])
+        assert exc.value.code == 0, command
+        text = capsys.readouterr().out
+        assert text.startswith("usage:"), command
+        if command == "train":
+            for entry in REDUCERS.values():
+                for f in option_fields(entry.config_class()):
+                    assert f.metadata["flag"] in text, f.metadata["flag"]
+
+
 def test_artifact_holds_what_later_stages_need(capsys, tmp_path, toy_mechanism, toy_run):
     out = tmp_path / "model"
     code, stdout, err = run_cli(capsys, "train", toy_mechanism, toy_run, "--dof", "1", *FAST, "-o", out, "--seed", "3")

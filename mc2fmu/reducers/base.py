@@ -211,14 +211,17 @@ def add_config_arguments(parser: argparse.ArgumentParser | Any, config_cls: type
         if md["flag"] in seen:
             continue
         seen.add(md["flag"])
-        kw: dict[str, Any] = {"dest": f.name, "default": None, "help": md.get("help", "")}
+        # argparse %-formats a help text: a literal % (e.g. "0.02 %") is written %%
+        kw: dict[str, Any] = {"dest": f.name, "default": None, "help": md.get("help", "").replace("%", "%%")}
         if "metavar" in md:
             kw["metavar"] = md["metavar"]
         if "choices" in md:
             kw["choices"] = list(md["choices"]())
         if "const" in md:  # an option whose value may be left out: --identify [GROUPS]
             kw["nargs"], kw["const"] = "?", md["const"]
-        if f.type in ("int", int):
+        if f.type in ("bool", bool):  # a switch: given or not
+            kw["action"] = "store_true"
+        elif f.type in ("int", int):
             kw["type"] = int
         elif f.type in ("float", float):
             kw["type"] = float
