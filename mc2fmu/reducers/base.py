@@ -219,9 +219,7 @@ def add_config_arguments(parser: argparse.ArgumentParser | Any, config_cls: type
             kw["choices"] = list(md["choices"]())
         if "const" in md:  # an option whose value may be left out: --identify [GROUPS]
             kw["nargs"], kw["const"] = "?", md["const"]
-        if f.type in ("bool", bool):  # a switch: given or not
-            kw["action"] = "store_true"
-        elif f.type in ("int", int):
+        if f.type in ("int", int):
             kw["type"] = int
         elif f.type in ("float", float):
             kw["type"] = float

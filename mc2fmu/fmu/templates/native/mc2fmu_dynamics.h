@@ -146,25 +146,33 @@ MC2FMU_STATIC MC2FMU_(rows) MC2FMU_(hidden)(const mc2fmu_real *q, MC2FMU_(rows) 
    output layer's rank when it is cheaper, x = x0 + U (V h) with x0 = x_mean + S b_L and S W_L = U V
    (the data's hull: 3-10 directions instead of NX x NH products; native.py: velocity_factor).
    -DMC2FMU_FULL_OUTPUT_LAYER takes the NX x NH product instead (benchmarks/fmu_cost.py's baseline) */
-MC2FMU_STATIC void MC2FMU_(output_x)(MC2FMU_(rows) H, mc2fmu_real *x) {
-    int n;
-#if MC2FMU_NXD > 0 && !defined(MC2FMU_FULL_OUTPUT_LAYER)
+#if MC2FMU_NXD > 0
+/* out = x0 + U (V v) (x0 NULL: U (V v)), S W_L = U V the output layer through the data's hull:
+   the poses' x of h and the motion outputs' xd of Jh qd */
+MC2FMU_STATIC void MC2FMU_(hull_product)(const mc2fmu_real *v, const double *x0, mc2fmu_real *out) {
     mc2fmu_real y[MC2FMU_NXD];
-    int i;
+    int n, i;
     for (i = 0; i < MC2FMU_NXD; i++) {
-        const double *MC2FMU_RESTRICT v = mc2fmu_xd_V + (size_t)i * MC2FMU_NH;
+        const double *MC2FMU_RESTRICT w = mc2fmu_xd_V + (size_t)i * MC2FMU_NH;
         mc2fmu_real s = 0.0;
-        for (n = 0; n < MC2FMU_NH; n++) s += v[n] * H[0][n];
+        for (n = 0; n < MC2FMU_NH; n++) s += w[n] * v[n];
         y[i] = s;
     }
     for (n = 0; n < MC2FMU_NX; n++) {
         const double *MC2FMU_RESTRICT u = mc2fmu_xd_U + (size_t)n * MC2FMU_NXD;
-        mc2fmu_real s = mc2fmu_x0[n];
+        mc2fmu_real s = x0 ? x0[n] : 0.0;
         for (i = 0; i < MC2FMU_NXD; i++) s += u[i] * y[i];
-        x[n] = s;
+        out[n] = s;
     }
+}
+#endif
+
+MC2FMU_STATIC void MC2FMU_(output_x)(MC2FMU_(rows) H, mc2fmu_real *x) {
+#if MC2FMU_NXD > 0 && !defined(MC2FMU_FULL_OUTPUT_LAYER)
+    MC2FMU_(hull_product)(H[0], mc2fmu_x0, x);
 #else
     mc2fmu_real y[1][MC2FMU_WMAX];
+    int n;
     MC2FMU_(affine)(MC2FMU_NL - 1, H, y, 1);
     for (n = 0; n < MC2FMU_NX; n++) x[n] = mc2fmu_x_mean[n] + mc2fmu_x_scale[n] * y[0][n];
 #endif
@@ -714,30 +722,17 @@ MC2FMU_STATIC void MC2FMU_(poses)(const mc2fmu_real *x, mc2fmu_real *pose) {
 MC2FMU_STATIC void MC2FMU_(terms_xd)(MC2FMU_(terms) *T, const mc2fmu_real *qd, mc2fmu_real *xd) {
     MC2FMU_(rows) Z = MC2FMU_(terms_rows)(T);
     mc2fmu_real vh[MC2FMU_NH];
-    int n, i, k;
+    int n, i;
     for (n = 0; n < MC2FMU_NH; n++) {
         mc2fmu_real s = 0.0;
         for (i = 0; i < MC2FMU_NQ; i++) s += Z[1 + i][n] * qd[i];
         vh[n] = s;
     }
 #if MC2FMU_NXD > 0
-    {
-        mc2fmu_real y[MC2FMU_NXD];
-        for (i = 0; i < MC2FMU_NXD; i++) {
-            const double *MC2FMU_RESTRICT v = mc2fmu_xd_V + (size_t)i * MC2FMU_NH;
-            mc2fmu_real s = 0.0;
-            for (n = 0; n < MC2FMU_NH; n++) s += v[n] * vh[n];
-            y[i] = s;
-        }
-        for (k = 0; k < MC2FMU_NX; k++) {
-            const double *MC2FMU_RESTRICT u = mc2fmu_xd_U + (size_t)k * MC2FMU_NXD;
-            mc2fmu_real s = 0.0;
-            for (i = 0; i < MC2FMU_NXD; i++) s += u[i] * y[i];
-            xd[k] = s;
-        }
-    }
+    MC2FMU_(hull_product)(vh, NULL, xd);
 #else
     {
+        int k;
         const double *MC2FMU_RESTRICT WT = mc2fmu_WT[MC2FMU_NL - 1]; /* NH x NX */
         /* row by row of WT (contiguous, vectorised); each xd[k] sums over n in the same order */
         for (k = 0; k < MC2FMU_NX; k++) xd[k] = 0.0;
