@@ -61,6 +61,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-exudyn", action="store_true", help="skip the Exudyn timing")
     ap.add_argument("--rounds", type=int, default=10, help="C host runs per variant, taken in turns (default 10)")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: give a whole number >= 1")
     if args.cflags:
         os.environ["MC2FMU_CFLAGS"] = args.cflags
     rows = []
