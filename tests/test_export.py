@@ -166,6 +166,177 @@ def test_a_graph_the_torchscript_exporter_refuses_goes_through_the_dynamo_export
     assert graphs.check_graph(tmp_path / "net.onnx", net, spec, points) <= graphs.TOLERANCE
 
 
+def _export_spy(monkeypatch, torchscript=None):
+    """Record the ``dynamo`` flag of every torch.onnx.export call; ``torchscript(module)``, if
+    given, replaces the module the TorchScript exporter sees."""
+    import torch
+
+    calls = []
+    export = torch.onnx.export
+
+    def spy(module, *args, dynamo=True, **kwargs):
+        calls.append(dynamo)
+        if not dynamo and torchscript is not None:
+            module = torchscript(module)
+        return export(module, *args, dynamo=dynamo, **kwargs)
+
+    monkeypatch.setattr(torch.onnx, "export", spy)
+    return calls
+
+
+def test_the_graphs_go_through_the_torchscript_exporter_in_eval_mode(tmp_path, monkeypatch):
+    """The normal path: one TorchScript export (dynamo=False), of the module in eval mode, and
+    the module's own mode is given back (a module that doubles its output while training
+    exports the eval behaviour and stays in training mode)."""
+    import onnxruntime as ort
+    import torch
+
+    from mc2fmu.reducers.autoencoder import graphs
+
+    class Doubling(torch.nn.Module):
+        def forward(self, q):
+            return q * (2.0 if self.training else 1.0)
+
+    calls = _export_spy(monkeypatch)
+    module = Doubling().train()
+    spec = graphs.GraphSpec("net", ("q",), ("y",))
+    feed = {"q": np.array([[0.25, -1.5]])}
+    graphs.export_one(module, spec, feed, tmp_path / "net.onnx")
+    assert calls == [False]
+    assert module.training
+    assert np.array_equal(ort.InferenceSession(str(tmp_path / "net.onnx")).run(None, feed)[0], feed["q"])
+
+
+def test_a_graph_that_drops_an_unused_input_goes_through_the_dynamo_exporter(tmp_path, monkeypatch):
+    """The TorchScript exporter leaves out an input the module does not read; a graph whose
+    inputs are not the spec's (a python FMU feeds them all by name) is taken from the dynamo
+    exporter, which keeps it."""
+    import onnxruntime as ort
+    import torch
+
+    from mc2fmu.reducers.autoencoder import graphs
+
+    class IgnoresU(torch.nn.Module):
+        def forward(self, q, u):
+            return 3.0 * q
+
+    calls = _export_spy(monkeypatch)
+    spec = graphs.GraphSpec("rhs", ("q", "u"), ("qdd",))
+    feed = {"q": np.array([[0.5, 2.0]]), "u": np.array([[1.0]])}
+    graphs.export_one(IgnoresU(), spec, feed, tmp_path / "rhs.onnx")
+    assert calls == [False, True]
+    sess = ort.InferenceSession(str(tmp_path / "rhs.onnx"))
+    assert [i.name for i in sess.get_inputs()] == ["q", "u"]
+    assert np.array_equal(sess.run(None, feed)[0], 3.0 * feed["q"])
+
+
+def test_a_graph_in_float32_outside_atan2_is_refused_by_the_guard(tmp_path):
+    """graphs.graph_problem: a float32 computation with no Atan in it is named; the encoder's
+    atan2 (a float32 estimate on purpose) passes; and when every exporter's graph is refused
+    the error names each one's reason."""
+    import io
+
+    import onnx
+    import torch
+
+    from mc2fmu.errors import ExportError
+    from mc2fmu.reducers.autoencoder import graphs
+    from mc2fmu.reducers.autoencoder.torch_model import atan2
+
+    def traced(module, *args):
+        buffer = io.BytesIO()
+        names = [f"a{k}" for k in range(len(args))]
+        torch.onnx.export(module, args, buffer, input_names=names, output_names=["o"], dynamo=False,
+                          opset_version=graphs.OPSET)
+        return onnx.load_from_string(buffer.getvalue()), names
+
+    class Float32(torch.nn.Module):
+        def forward(self, q):
+            return (q.float() * 3.0).double()
+
+    class Atan2(torch.nn.Module):
+        def forward(self, y, x):
+            return atan2(y, x)
+
+    x = torch.tensor([[0.3, -0.7]], dtype=torch.float64)
+    proto, names = traced(Float32(), x)
+    problem = graphs.graph_problem(proto, names, ["o"])
+    assert problem is not None and "float32 outside atan2" in problem
+    proto, names = traced(Atan2(), x, x.flip(1))
+    assert graphs.graph_problem(proto, names, ["o"]) is None
+    assert "has the inputs" in graphs.graph_problem(proto, ["y", "x"], ["o"])
+    with pytest.raises(ExportError) as err:
+        graphs.export_one(Float32(), graphs.GraphSpec("f", ("q",), ("o",)), {"q": x.numpy()}, tmp_path / "f.onnx")
+    assert "the torchscript exporter's graph computes in float32" in str(err.value)
+    assert "the dynamo exporter" in str(err.value)
+    assert not (tmp_path / "f.onnx").exists()
+
+
+def test_a_graph_that_differs_from_torch_is_exported_again_by_the_dynamo_exporter(tmp_path, monkeypatch):
+    """graphs.export_checked: a graph whose check fails (here the TorchScript exporter is handed
+    weights 1e-9 off, as a float32 constant fold would be) is exported again by the dynamo
+    exporter alone, checked again and kept; the recorded difference is the new graph's."""
+    import copy
+
+    import torch
+
+    from mc2fmu.reducers.autoencoder import graphs
+
+    def perturbed(module):
+        module = copy.deepcopy(module)
+        with torch.no_grad():
+            for p in module.parameters():
+                p.mul_(1 + 1e-9)
+        return module
+
+    calls = _export_spy(monkeypatch, torchscript=perturbed)
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2)).double()
+    spec = graphs.GraphSpec("decoder", ("q",), ("x",))
+    points = [{"q": np.random.default_rng(k).normal(size=(1, 2))} for k in range(6)]
+    out, errors = graphs.export_checked({"decoder": spec}, {"decoder": net}, points, tmp_path)
+    assert calls == [False, True]
+    assert errors["decoder"] <= graphs.TOLERANCE
+    assert graphs.check_graph(tmp_path / "decoder.onnx", net, spec, points) <= graphs.TOLERANCE
+    assert set(out) == {"onnx/decoder.onnx"}
+
+
+@pytest.mark.parametrize("name", ["four_bar", "macpherson_nl", "four_bar_friction"])
+def test_a_trained_models_graphs_need_only_the_torchscript_exporter(trained, tmp_path, monkeypatch, name):
+    """Every graph of a trained model (an angle-type encoder's atan2, a learned spring law,
+    identified terms) passes graphs.graph_problem and the check against torch from the
+    TorchScript exporter alone: one export call, never the dynamo fallback (4-8 s a train)."""
+    from mc2fmu.models.artifact import load_artifact
+    from mc2fmu.reducers.autoencoder.graphs import onnx_graphs
+    from mc2fmu.reducers.autoencoder.torch_model import from_runtime
+
+    artifact = load_artifact(trained(name)[0])
+    calls = _export_spy(monkeypatch)
+    graphs, errors = onnx_graphs(from_runtime(artifact.model), artifact.model, artifact.envelope, tmp_path, check_points=4)
+    assert calls == [False]
+    assert set(graphs) == {f"onnx/{g}.onnx" for g in ("decoder", "positions", "encoder", "rhs", "step")}
+    assert max(errors.values()) <= 1e-12
+
+
+def test_an_angle_type_models_graphs_need_only_the_torchscript_exporter(spinning_pendulum, tmp_path, monkeypatch):
+    """The encoder of an angle-type coordinate ends in atan2, a float32 estimate on purpose:
+    a whole training's export of it is one TorchScript export call, and the record says how
+    long the graphs' export and check took."""
+    import json
+
+    from mc2fmu.pipeline import train
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    mech, run, _ = spinning_pendulum
+    calls = _export_spy(monkeypatch)
+    train(mech, [run], TrainConfig(dof=1, samples=64, adam_epochs=2, lbfgs_iters=2), tmp_path / "spin")
+    record = json.loads((tmp_path / "spin" / "model.json").read_text())
+    assert record["angles"] == [True]
+    assert calls == [False]
+    assert record["training"]["onnx_seconds"] > 0
+    assert max(record["training"]["onnx_max_difference"].values()) <= 1e-12
+
+
 def test_the_step_graph_keeps_dt_in_float64(tmp_path):
     """The exporters pass Python floats and 0-d tensors through float32 (dt = 1e-3 becomes
     1.0000000475e-3, dt^2 a 1e-7 relative error).  The step graph of a model whose dynamics are

@@ -26,7 +26,8 @@ class NodeScales:
     """Affine normalisations: features ``(v - mean) / scale`` of ``q`` (non-angle columns),
     ``qd`` and ``u``; the network's output times ``a_scale`` plus ``a_mean`` is ``qdd``.
     float64 numpy arrays, or float64 tensors in an exported graph (an element of either is a
-    float64 constant; a Python float would be stored through float32 by the ONNX exporter)."""
+    float64 constant; a Python float would be stored through float32 by torch's dynamo ONNX exporter,
+    the fallback of :func:`mc2fmu.reducers.autoencoder.graphs._quiet_export`)."""
 
     q_mean: np.ndarray
     q_scale: np.ndarray

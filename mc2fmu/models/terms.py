@@ -161,8 +161,8 @@ def _factor(o, kind: int, i: int, p, q, v, u):
 def evaluate(kinds, index, param, q, v, u):
     """``Theta`` (B, n_terms): every term at the rows of ``q``, ``v`` (B, m) and ``u`` (B, n_u).
 
-    ``param`` is a float64 array or tensor (n_terms, 3) (a tensor, not Python floats: the ONNX
-    exporter would store those as float32)."""
+    ``param`` is a float64 array or tensor (n_terms, 3) (a tensor, not Python floats: torch's
+    dynamo ONNX exporter, the graphs' fallback exporter, stores those through float32)."""
     o = ops(q)
     cols = []
     for t in range(kinds.shape[0]):
