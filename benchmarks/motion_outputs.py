@@ -66,7 +66,8 @@ def compare(art, name: str, excitation: str) -> dict:
     x, J, _ = art.model.decode_jh(q)
     xd = np.einsum("tnm,tm->tn", J, qd)
     springs = art.model.springs
-    out = motion.evaluate(motion.MotionGeometry.of(layout, springs.D, springs.e), x, xd, parameter_vector(art.mechanism))
+    out = motion.evaluate(motion.MotionGeometry.of(layout, springs.D, springs.e, springs.laws), x, xd,
+                         parameter_vector(art.mechanism))
     nb = len(layout.bodies)
     per_body = out[:, :6 * nb].reshape(n, nb, 6)
     rotation, omega = run["rotation"][:n], run["omega"][:n]

@@ -2,7 +2,7 @@
 
     python benchmarks/train_accuracy.py [NAMES...] [--modes autoencoder,known] [--dyn-weight W]
                                         [--loss sim|appendix] [--rollout K] [--rollout-weight W]
-                                        [--warmup rec|none] [--hidden W,W] [--lbfgs-iters N]
+                                        [--warmup rec|none] [--hidden W,W] [--adam-epochs N] [--lbfgs-iters N]
                                         [--lbfgs-tol TOL] [--lbfgs-floor LOSS] [--lbfgs-subset N] [--gauge-weight W] [--samples N]
                                         [--no-cost] [--plots DIR] [--out DIR]
 
@@ -145,7 +145,7 @@ def evaluate(model_dir: Path, folder: Path) -> dict[str, dict]:
 
 
 #: the options handed to TrainConfig as they are, when given (in this order: the model directory's name)
-PASSED_ON = ("lbfgs_iters", "lbfgs_tol", "lbfgs_floor", "lbfgs_subset", "gauge_weight", "curvature_weight", "samples")
+PASSED_ON = ("adam_epochs", "lbfgs_iters", "lbfgs_tol", "lbfgs_floor", "lbfgs_subset", "gauge_weight", "curvature_weight", "samples")
 
 
 def main(argv=None) -> int:
@@ -158,6 +158,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rollout-weight", type=float, default=1.0)
     ap.add_argument("--warmup", default="rec", help="rec (default) or none (mc2fmu train --warmup)")
     ap.add_argument("--hidden", default="", metavar="W,W", help="decoder hidden widths (mc2fmu train --hidden)")
+    ap.add_argument("--adam-epochs", type=int, default=None, metavar="N", help="mc2fmu train --adam-epochs")
     ap.add_argument("--lbfgs-iters", type=int, default=None, metavar="N", help="mc2fmu train --lbfgs-iters")
     ap.add_argument("--lbfgs-tol", type=float, default=None, metavar="TOL",
                     help="mc2fmu train --lbfgs-tol (0, with --lbfgs-floor 0: all --lbfgs-iters, no early stop)")

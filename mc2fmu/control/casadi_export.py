@@ -102,7 +102,7 @@ def casadi_model(art) -> Any:
         origins.append(p[0] - ca.mtimes(R, ca.DM(np.asarray(bl.com, dtype=np.float64))))
     n_x = art.layout.size
     xd = ca.mtimes(J, qd)
-    geometry = MotionGeometry.of(art.layout, s.D, s.e)
+    geometry = MotionGeometry.of(art.layout, s.D, s.e, s.laws)
     moving = motion_outputs(geometry, [x[i] for i in range(n_x)], [xd[i] for i in range(n_x)],
                             [float(t) for t in parameter_vector(art.mechanism)])
     return ca.Function("model", [q, qd, u], [qdd, ca.vertcat(*origins), ca.vertcat(*moving)], ["q", "qd", "u"],

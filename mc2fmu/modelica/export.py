@@ -509,7 +509,7 @@ def _motion(src: _Source, art, model) -> None:
     printed from :func:`mc2fmu.models.motion.motion_outputs` with the decoder's ``xd = J qd``."""
     mech, layout = art.mechanism, art.layout
     n_x = layout.size
-    geometry = MotionGeometry.of(layout, model.springs.D, model.springs.e)
+    geometry = MotionGeometry.of(layout, model.springs.D, model.springs.e, model.springs.laws)
     graph = motion_traced(geometry, n_x, len(parameter_vector(mech)))
     temps, lines = emit_modelica(graph, _theta_leaf(mech), "mc2fmu_m")
     for t in temps:

@@ -20,9 +20,10 @@ local-PCA model's of its decoded motion).
 * ``kinetic_energy`` (J): ``1/2 xd^T M xd``, ``M`` from ``theta`` (each body's point mass
   block, :func:`mc2fmu.mechanics.parameters.body_mass_entries`).
 * ``potential_energy`` (J): gravity's ``-sum_b m_b g . r_com,b`` (``= -f_g . x``, relative to
-  the global origin) plus each spring's ``k (l - L0)^2 / 2``.  A recorded spring's learned law
-  adds its tension to the linear one; that part has no closed-form potential and is left out,
-  and identified terms (``--identify``) add none.
+  the global origin) plus each spring's ``k (l - L0)^2 / 2``, plus for a recorded spring its
+  learned law's elastic potential ``int g dl`` from the recorded lengths' mean
+  (:func:`law_energy`, Gauss-Legendre quadrature of the law's own ``g``; its damping has none).
+  Identified terms (``--identify``) add none.
 """
 
 from __future__ import annotations
@@ -42,26 +43,36 @@ BODY_OUTPUTS = (("vx", "m/s", "origin velocity x, global frame"), ("vy", "m/s", 
                 ("wy", "rad/s", "angular velocity y, global frame"), ("wz", "rad/s", "angular velocity z, global frame"))
 ENERGY_OUTPUTS = (("kinetic_energy", "J", "kinetic energy"),
                   ("potential_energy", "J", "potential energy: gravity relative to the global origin, plus the "
-                                             "springs' k (l - L0)^2 / 2"))
+                                             "springs' k (l - L0)^2 / 2 and their learned laws' elastic potential"))
 
 
 @dataclass(frozen=True)
 class MotionGeometry:
     """What the outputs need of a model besides its state: the layout's bodies (offset into
-    ``x``, point length ``L``, centre of mass in the body frame) and the springs' maps ``d = D
-    x + e`` (``D`` (n_s, 3, n_x), ``e`` (n_s, 3))."""
+    ``x``, point length ``L``, centre of mass in the body frame), the springs' maps ``d = D
+    x + e`` (``D`` (n_s, 3, n_x), ``e`` (n_s, 3)) and the recorded springs' learned laws
+    (``laws[s]`` spring ``s``'s :class:`~mc2fmu.models.spring_laws.SpringLaw` or None)."""
 
     offsets: tuple[int, ...]
     lengths: tuple[float, ...]
     coms: tuple[tuple[float, float, float], ...]
     spring_D: np.ndarray
     spring_e: np.ndarray
+    laws: tuple = ()
 
     @classmethod
-    def of(cls, layout: NCLayout, spring_D: np.ndarray, spring_e: np.ndarray) -> "MotionGeometry":
+    def of(cls, layout: NCLayout, spring_D: np.ndarray, spring_e: np.ndarray, laws=None) -> "MotionGeometry":
+        """``laws``: a model's :class:`~mc2fmu.models.spring_laws.SpringLaws` (``springs.laws``), or None."""
+        per_spring: list = [None] * len(spring_D)
+        for law in (laws.laws if laws is not None else ()):
+            per_spring[law.spring] = law
         return cls(tuple(int(b.offset) for b in layout.bodies), tuple(float(b.length) for b in layout.bodies),
                    tuple(tuple(float(c) for c in b.com) for b in layout.bodies), np.asarray(spring_D, dtype=np.float64),
-                   np.asarray(spring_e, dtype=np.float64))
+                   np.asarray(spring_e, dtype=np.float64), tuple(per_spring) if any(per_spring) else ())
+
+    def law(self, s: int):
+        """Spring ``s``'s learned law, or None."""
+        return self.laws[s] if self.laws else None
 
     @property
     def n_bodies(self) -> int:
@@ -123,6 +134,16 @@ def spring_energy(d, ks):
     return 0.5 * ks[0] * (length - ks[1]) * (length - ks[1])
 
 
+def law_energy(law, d):
+    """A recorded spring's learned elastic potential at its vector ``d`` (3):
+    :meth:`~mc2fmu.models.spring_laws.SpringLaw.potential` of ``l = |d|`` (an expression node is
+    taken through a one-element object array, the laws' array convention)."""
+    length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    if isinstance(length, expr.Expr):
+        return law.potential(np.array([length], dtype=object))[0]
+    return law.potential(length)
+
+
 def spring_vector(geometry: "MotionGeometry", s: int, x) -> list:
     """Spring ``s``'s vector ``d = D x + e`` (its maps are data: the end points' affine weights)."""
     D, e = geometry.spring_D, geometry.spring_e
@@ -139,7 +160,8 @@ def motion_outputs(geometry: MotionGeometry, x, xd, theta) -> list:
     """Every motion output (:func:`output_names`' order) of ``x``, ``xd`` (n_x scalars each) and
     the physical parameters ``theta``: numbers, arrays (one value per sample), CasADi symbols or
     :class:`~.expr.Expr` leaves.  Per body :func:`body_outputs`; the energies are the bodies'
-    sums, in body order, then the springs' (:func:`spring_energy`) in spring order."""
+    sums, in body order, then the springs' in spring order (:func:`spring_energy`, then a learned
+    law's :func:`law_energy`)."""
     out: list = []
     kinetic, potential = 0.0, 0.0
     nb = geometry.n_bodies
@@ -152,7 +174,11 @@ def motion_outputs(geometry: MotionGeometry, x, xd, theta) -> list:
         potential = potential + vals[7]
     slot = BODY_SLOTS * nb + 3
     for s in range(len(geometry.spring_D)):
-        potential = potential + spring_energy(spring_vector(geometry, s, x), (theta[slot + 3 * s], theta[slot + 3 * s + 2]))
+        d = spring_vector(geometry, s, x)
+        potential = potential + spring_energy(d, (theta[slot + 3 * s], theta[slot + 3 * s + 2]))
+        law = geometry.law(s)
+        if law is not None:
+            potential = potential + law_energy(law, d)
     return out + [kinetic, potential]
 
 
@@ -174,6 +200,21 @@ def traced_parts() -> tuple[list, "expr.Expr"]:
                                                      expr.inputs("mass", MASS_VALUES), expr.inputs("g", 3),
                                                      expr.inputs("geo", 4))]
     return body, expr.Expr.wrap(spring_energy(expr.inputs("d", 3), expr.inputs("ks", 2)))
+
+
+def traced_law_energy(law) -> tuple[list, "expr.Expr"]:
+    """:func:`law_energy` of ``law`` in two graphs, what the native FMU's C prints per law
+    (``MC2FMU_(law_potential)``, which evaluates ``g`` between them through the law's own
+    function, so the law's network is printed once): the quadrature's node lengths of the
+    leaves ``d`` (3), and the potential of the leaves ``d`` and ``g`` (``g`` at those nodes)."""
+    from .spring_laws import POTENTIAL_NODES
+
+    expr.clear()
+    d = expr.inputs("d", 3)
+    length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    nodes = [expr.Expr.wrap(v) for v in law.potential_nodes(length)]
+    total = expr.Expr.wrap(law.potential_sum(length, expr.inputs("g", POTENTIAL_NODES)))
+    return nodes, total
 
 
 def traced_mass() -> list:

@@ -100,7 +100,7 @@ def motion_series(artifact, q: np.ndarray, qd: np.ndarray) -> dict[str, np.ndarr
     model = artifact.decoder_model
     q, qd = np.atleast_2d(np.asarray(q, dtype=np.float64)), np.atleast_2d(np.asarray(qd, dtype=np.float64))
     ok = np.isfinite(q).all(axis=1) & np.isfinite(qd).all(axis=1)
-    geometry = motion.MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
+    geometry = motion.MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e, model.springs.laws)
     values = np.full((len(q), geometry.n_outputs), np.nan)
     if ok.any():
         x, J, _ = model.decode_jh(q[ok])

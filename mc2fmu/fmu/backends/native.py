@@ -76,8 +76,8 @@ from ...models.envelope import LEAVE_THRESHOLD, sample_points
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
 from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
-from ...models.motion import traced_mass, traced_parts as motion_parts
-from ...models.spring_laws import traced as law_traced
+from ...models.motion import traced_law_energy as motion_law_energy, traced_mass, traced_parts as motion_parts
+from ...models.spring_laws import POTENTIAL_NODES, traced as law_traced
 from ...models.terms import active_terms, traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
@@ -513,8 +513,10 @@ def render_motion(artifact, variables) -> str:
                  "        }",
                  "        ks[0] = theta[MC2FMU_PHYS_SPRINGS + 3 * b];",
                  "        ks[1] = theta[MC2FMU_PHYS_SPRINGS + 3 * b + 2];",
-                 "        potential += MC2FMU_(motion_spring)(d, ks);",
-                 "    }"]
+                 "        potential += MC2FMU_(motion_spring)(d, ks);"]
+        if springs.laws is not None and len(springs.laws):  # mc2fmu.models.motion.law_energy (mc2fmu_laws.h)
+            code += ["        if (mc2fmu_law_of_spring[b] >= 0) potential += MC2FMU_(law_potential)(mc2fmu_law_of_spring[b], d);"]
+        code += ["    }"]
     code += ["    out[6 * MC2FMU_NB] = kinetic;", "    out[6 * MC2FMU_NB + 1] = potential;", "}", ""]
     return "\n".join(code)
 
@@ -544,7 +546,9 @@ def render_laws(artifact) -> str:
     """``mc2fmu_laws.h``: the recorded springs' learned laws, ``MC2FMU_(law_elastic)(k, l)`` (the
     elastic tension ``g``) and ``MC2FMU_(law_damping)(k, l, ldot)`` (the learned damping ``h -
     c``) of law ``k``, printed from :func:`mc2fmu.models.spring_laws.traced` (the run-time
-    model's own evaluation, its weights constants).  An empty stub without laws."""
+    model's own evaluation, its weights constants), and ``MC2FMU_(law_potential)(k, d)``, the
+    motion outputs' elastic potential of law ``k`` at its spring's vector ``d``, printed from
+    :func:`mc2fmu.models.motion.traced_law_energy`.  An empty stub without laws."""
     head = ("/* mc2fmu_laws.h: the learned spring laws of the mc2fmu model '{name}', printed by mc2fmu {version} "
             "from\n   mc2fmu/models/spring_laws.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
             "(mc2fmu_real). */\n").format(name=artifact.mechanism.name, version=__version__)
@@ -564,6 +568,18 @@ def render_laws(artifact) -> str:
             code += [f"    case {k}: {{ /* spring {law.spring} */", emit_c([g[which]], indent="        "), "        break;",
                      "    }"]
         code += ["    }", "    return out[0];", "}", ""]
+    # the motion outputs' potential energy of law k at the spring's vector d: printed from
+    # mc2fmu.models.motion.traced_law_energy (the quadrature of the law's own g; g by law_elastic)
+    code += ["MC2FMU_STATIC mc2fmu_real MC2FMU_(law_potential)(int k, const mc2fmu_real *d) {",
+             f"    mc2fmu_real nodes[{POTENTIAL_NODES}], g[{POTENTIAL_NODES}], out[1];", "    int i;",
+             "    out[0] = 0.0;", "    switch (k) {"]
+    for k, law in enumerate(laws):
+        nodes, total = motion_law_energy(law)
+        code += [f"    case {k}: {{ /* spring {law.spring} */", "        {",
+                 emit_c(nodes, out="nodes", indent="            "), "        }",
+                 f"        for (i = 0; i < {POTENTIAL_NODES}; i++) g[i] = MC2FMU_(law_elastic)(k, nodes[i]);",
+                 "        {", emit_c([total], indent="            "), "        }", "        break;", "    }"]
+    code += ["    }", "    return out[0];", "}", ""]
     return "\n".join(code)
 
 

@@ -148,7 +148,7 @@ def _motion_source(artifact, motion: bool) -> str:
     if not motion:
         return textwrap.indent("def _motion_outputs(x, xd, theta):\n    return []", "    ")
     model = artifact.decoder_model
-    geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e)
+    geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e, model.springs.laws)
     graph = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
     return textwrap.indent(emit_python(graph, "_motion_outputs", ("x", "xd", "theta")), "    ")
 
