@@ -198,13 +198,16 @@ def test_the_graphs_go_through_the_torchscript_exporter_in_eval_mode(tmp_path, m
             return q * (2.0 if self.training else 1.0)
 
     calls = _export_spy(monkeypatch)
-    module = Doubling().train()
+    module = torch.nn.Sequential(Doubling(), Doubling().eval()).train()
+    module[1].eval()
     spec = graphs.GraphSpec("net", ("q",), ("y",))
     feed = {"q": np.array([[0.25, -1.5]])}
     graphs.export_one(module, spec, feed, tmp_path / "net.onnx")
     assert calls == [False]
-    assert module.training
+    assert [m.training for m in module.modules()] == [True, True, False]  # every submodule's own mode back
     assert np.array_equal(ort.InferenceSession(str(tmp_path / "net.onnx")).run(None, feed)[0], feed["q"])
+    assert graphs.check_graph(tmp_path / "net.onnx", module, spec, [feed]) == 0.0  # checked in eval mode too
+    assert [m.training for m in module.modules()] == [True, True, False]
 
 
 def test_a_graph_that_drops_an_unused_input_goes_through_the_dynamo_exporter(tmp_path, monkeypatch):
@@ -299,6 +302,40 @@ def test_a_graph_that_differs_from_torch_is_exported_again_by_the_dynamo_exporte
     assert errors["decoder"] <= graphs.TOLERANCE
     assert graphs.check_graph(tmp_path / "decoder.onnx", net, spec, points) <= graphs.TOLERANCE
     assert set(out) == {"onnx/decoder.onnx"}
+
+
+def test_a_graph_onnxruntime_cannot_run_is_exported_again_and_a_second_failure_names_both(tmp_path, monkeypatch):
+    """graphs.export_checked: a check that raises (onnxruntime refusing the graph) is a reason
+    to export again with the dynamo exporter, not an escaping exception; when the dynamo
+    graph fails too, the ExportError gives both reasons."""
+    import torch
+
+    from mc2fmu.errors import ExportError
+    from mc2fmu.reducers.autoencoder import graphs
+
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()
+    spec = graphs.GraphSpec("decoder", ("q",), ("x",))
+    points = [{"q": np.random.default_rng(k).normal(size=(1, 2))} for k in range(4)]
+    check = graphs.check_graph
+    seen = []
+
+    def refusing_once(*args):
+        seen.append(1)
+        if len(seen) == 1:
+            raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH")
+        return check(*args)
+
+    calls = _export_spy(monkeypatch)
+    monkeypatch.setattr(graphs, "check_graph", refusing_once)
+    _, errors = graphs.export_checked({"decoder": spec}, {"decoder": net}, points, tmp_path / "a")
+    assert calls == [False, True] and len(seen) == 2 and errors["decoder"] <= graphs.TOLERANCE
+
+    monkeypatch.setattr(graphs, "check_graph", lambda *args: 1e-6)
+    with pytest.raises(ExportError) as err:
+        graphs.export_checked({"decoder": spec}, {"decoder": net}, points, tmp_path / "b")
+    text = str(err.value)
+    assert "differs from torch by 1.00e-06" in text and "exported again by the dynamo exporter" in text
 
 
 @pytest.mark.parametrize("name", ["four_bar", "macpherson_nl", "four_bar_friction"])

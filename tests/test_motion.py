@@ -335,6 +335,55 @@ def test_a_learned_laws_potential_is_the_engines_spring_energy(trained, referenc
         assert abs(float(law.potential(np.array([length]))[0]) - exact) <= 1e-9
 
 
+def test_two_learned_laws_on_two_springs_in_the_native_fmu(trained, tmp_path):
+    """The native C picks each spring's law (mc2fmu_law_of_spring) and prints one quadrature
+    per law: macpherson_nl with its strut doubled (a second spring, its law on spring 1, the
+    first law's weights scaled by 1.5) gives numpy's motion outputs to 1e-12, compiles without
+    a warning, and each law's potential is in the energy (against the model with none), in
+    simulate's outputs too."""
+    from dataclasses import replace
+
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.models.artifact import load_artifact, save_artifact
+    from mc2fmu.models.envelope import sample_points
+    from tests.fmu_helpers import run_json, start_values
+
+    art = load_artifact(trained("macpherson_nl")[0])
+    sp, law = art.model.springs, art.model.springs.laws.laws[0]
+    second = replace(law, spring=1, norm=np.asarray(law.norm, dtype=float) * np.array([1.0, 1.0, 1.0, 1.5, 1.0]))
+    two = lambda a: np.concatenate([a, a])  # noqa: E731
+    springs = replace(sp, D=two(sp.D), e=two(sp.e), k=two(sp.k), c=two(sp.c), L0=two(sp.L0),
+                      laws=replace(sp.laws, laws=(law, second), n_springs=2))
+    mech = replace(art.mechanism, springs=(art.mechanism.springs[0], replace(art.mechanism.springs[0], name="strut_b")))
+    model_dir = save_artifact(tmp_path / "two-laws", replace(art, mechanism=mech, model=replace(art.model, springs=springs)))
+    two_art = load_artifact(model_dir)
+    summary = export_fmu(model_dir, tmp_path / "two.fmu", "native", 2, "me")
+    assert summary["compiler_warnings"] == []
+    points = sample_points(two_art.envelope, two_art.model, 4, seed=3)
+    q = np.concatenate([pt["q"] for pt in points])
+    qd = np.concatenate([pt["qd"] for pt in points])
+    u = np.concatenate([pt["u"] for pt in points])
+    x, J, _ = two_art.model.decode_jh(q)
+    xd = np.einsum("bnm,bm->bn", J, qd)
+    theta = parameter_vector(two_art.mechanism)
+    want = motion.evaluate(motion.MotionGeometry.of(two_art.layout, springs.D, springs.e, springs.laws), x, xd, theta)
+    none = motion.evaluate(motion.MotionGeometry.of(two_art.layout, springs.D, springs.e), x, xd, theta)
+    lengths = np.linalg.norm(np.einsum("ij,tj->ti", springs.D[0], x) + springs.e[0], axis=1)
+    laws_part = law.potential(lengths) + second.potential(lengths)
+    assert np.allclose(want[:, -1] - none[:, -1], laws_part, rtol=1e-12, atol=1e-12)
+    assert np.abs(laws_part).max() > 1e-6
+    from mc2fmu.models.simulate import motion_series  # simulate's outputs: the same energy
+
+    assert np.array_equal(motion_series(two_art, q, qd)["potential_energy"], want[:, -1])
+    got = run_json(Path(__file__).with_name("fmpy_sim.py"), {"kind": "jacobian", "fmu": str(tmp_path / "two.fmu"),
+                                                            "start": start_values(model_dir),
+                                                            "states": np.hstack([q, qd]).tolist(), "u": u.tolist()},
+                   tmp_path)
+    names = [n for n, _, _ in motion.output_names(two_art.mechanism.body_names)]
+    idx = [got["unknowns"].index(n) for n in names]
+    assert _scaled_difference(np.array(got["values"])[:, idx], want, names) <= 1e-12
+
+
 def _free_run_energy(art, x0: np.ndarray, u0: np.ndarray, seconds: float, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """Total energy (kinetic + potential, motion outputs) and kinetic energy of ``art``'s model
     stepped at ``dt`` from the state of the NC samples ``x0`` (3, n), the input held at

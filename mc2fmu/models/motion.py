@@ -137,10 +137,12 @@ def spring_energy(d, ks):
 def law_energy(law, d):
     """A recorded spring's learned elastic potential at its vector ``d`` (3):
     :meth:`~mc2fmu.models.spring_laws.SpringLaw.potential` of ``l = |d|`` (an expression node is
-    taken through a one-element object array, the laws' array convention)."""
+    or a number is taken through a one-element array, the laws' array convention)."""
     length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
     if isinstance(length, expr.Expr):
         return law.potential(np.array([length], dtype=object))[0]
+    if np.ndim(length) == 0 and not type(length).__module__.startswith("casadi"):  # a number
+        return law.potential(np.array([length], dtype=np.result_type(length, np.float64)))[0]
     return law.potential(length)
 
 

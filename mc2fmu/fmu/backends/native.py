@@ -570,7 +570,7 @@ def render_laws(artifact) -> str:
         code += ["    }", "    return out[0];", "}", ""]
     # the motion outputs' potential energy of law k at the spring's vector d: printed from
     # mc2fmu.models.motion.traced_law_energy (the quadrature of the law's own g; g by law_elastic)
-    code += ["MC2FMU_STATIC mc2fmu_real MC2FMU_(law_potential)(int k, const mc2fmu_real *d) {",
+    code += ["MC2FMU_STATIC MC2FMU_UNUSED mc2fmu_real MC2FMU_(law_potential)(int k, const mc2fmu_real *d) {",
              f"    mc2fmu_real nodes[{POTENTIAL_NODES}], g[{POTENTIAL_NODES}], out[1];", "    int i;",
              "    out[0] = 0.0;", "    switch (k) {"]
     for k, law in enumerate(laws):
