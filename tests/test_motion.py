@@ -384,6 +384,33 @@ def test_two_learned_laws_on_two_springs_in_the_native_fmu(trained, tmp_path):
     assert _scaled_difference(np.array(got["values"])[:, idx], want, names) <= 1e-12
 
 
+def test_the_python_fmus_printed_motion_outputs_carry_the_law(trained):
+    """The python FMU's slave computes the motion outputs with a function printed from the same
+    description (fmu/backends/python.py: _motion_source); for macpherson_nl its potential
+    energy carries the learned law's part: numpy's outputs to 1e-12 at random states near the
+    training data, and not the outputs without the law."""
+    import math
+    import textwrap
+
+    from mc2fmu.fmu.backends.python import _motion_source
+    from mc2fmu.models.artifact import load_artifact
+
+    art = load_artifact(trained("macpherson_nl")[0])
+    namespace: dict = {"math": math}
+    exec(textwrap.dedent(_motion_source(art, True)), namespace)
+    springs = art.model.springs
+    rng = np.random.default_rng(4)
+    q = art.model.encode(art.model.decode(np.zeros((1, art.dof)))) + rng.normal(scale=0.01, size=(5, art.dof))
+    x, J, _ = art.model.decode_jh(q)
+    xd = np.einsum("bnm,bm->bn", J, rng.normal(size=q.shape))
+    theta = parameter_vector(art.mechanism)
+    want = motion.evaluate(motion.MotionGeometry.of(art.layout, springs.D, springs.e, springs.laws), x, xd, theta)
+    none = motion.evaluate(motion.MotionGeometry.of(art.layout, springs.D, springs.e), x, xd, theta)
+    got = np.array([namespace["_motion_outputs"](list(x[k]), list(xd[k]), list(theta)) for k in range(len(x))])
+    assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+    assert np.abs(want[:, -1] - none[:, -1]).min() > 1e-9
+
+
 def _free_run_energy(art, x0: np.ndarray, u0: np.ndarray, seconds: float, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """Total energy (kinetic + potential, motion outputs) and kinetic energy of ``art``'s model
     stepped at ``dt`` from the state of the NC samples ``x0`` (3, n), the input held at
