@@ -338,18 +338,22 @@ def test_a_graph_onnxruntime_cannot_run_is_exported_again_and_a_second_failure_n
     assert "differs from torch by 1.00e-06" in text and "exported again by the dynamo exporter" in text
 
 
-@pytest.mark.parametrize("name", ["macpherson_nl", "four_bar_friction"])
-def test_a_trained_models_graphs_need_only_the_torchscript_exporter(trained, tmp_path, monkeypatch, name):
-    """Every graph of a trained model (a learned spring law, identified terms; an angle-type
-    encoder's atan2: the next test) passes graphs.graph_problem and the check against torch from the
+def test_a_trained_models_graphs_need_only_the_torchscript_exporter(trained, tmp_path, monkeypatch):
+    """Every graph of a trained model (a learned spring law and, put in here, identified terms; an
+    angle-type encoder's atan2: the next test) passes graphs.graph_problem and the check against torch from the
     TorchScript exporter alone: one export call, never the dynamo fallback (4-8 s a train)."""
     from mc2fmu.models.artifact import load_artifact
     from mc2fmu.reducers.autoencoder.graphs import onnx_graphs
     from mc2fmu.reducers.autoencoder.torch_model import from_runtime
 
-    artifact = load_artifact(trained(name)[0])
+    from dataclasses import replace
+
+    artifact = load_artifact(trained("macpherson_nl")[0])
+    library = load_artifact(trained("four_bar_friction")[0]).model.library
+    assert library is not None and artifact.dof == 1  # the friction four-bar's terms on a 1-DOF law model
+    model = replace(artifact.model, library=library)
     calls = _export_spy(monkeypatch)
-    graphs, errors = onnx_graphs(from_runtime(artifact.model), artifact.model, artifact.envelope, tmp_path, check_points=4)
+    graphs, errors = onnx_graphs(from_runtime(model), model, artifact.envelope, tmp_path, check_points=4)
     assert calls == [False]
     assert set(graphs) == {f"onnx/{g}.onnx" for g in ("decoder", "positions", "encoder", "rhs", "step")}
     assert max(errors.values()) <= 1e-12

@@ -136,7 +136,7 @@ def spring_energy(d, ks):
 
 def law_energy(law, d):
     """A recorded spring's learned elastic potential at its vector ``d`` (3):
-    :meth:`~mc2fmu.models.spring_laws.SpringLaw.potential` of ``l = |d|`` (an expression node is
+    :meth:`~mc2fmu.models.spring_laws.SpringLaw.potential` of ``l = |d|`` (an expression node
     or a number is taken through a one-element array, the laws' array convention)."""
     length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
     if isinstance(length, expr.Expr):
