@@ -337,8 +337,8 @@ def test_a_learned_laws_potential_is_the_engines_spring_energy(trained, referenc
 
 def test_two_learned_laws_on_two_springs_in_the_native_fmu(trained, tmp_path):
     """The native C picks each spring's law (mc2fmu_law_of_spring) and prints one quadrature
-    per law: macpherson_nl with its strut doubled (a second spring, its law on spring 1, the
-    first law's weights scaled by 1.5) gives numpy's motion outputs to 1e-12, compiles without
+    per law: macpherson_nl with its strut doubled (a second spring, its law on spring 1: the
+    first law with its tensions scaled by 1.5) gives numpy's motion outputs to 1e-12, compiles without
     a warning, and each law's potential is in the energy (against the model with none), in
     simulate's outputs too."""
     from dataclasses import replace
