@@ -128,9 +128,14 @@ def body_outputs(x, xd, mass, g, geo) -> list:
     return out + [kinetic, potential]
 
 
+def spring_length(d):
+    """A spring's length ``|d|`` of its vector ``d`` (3)."""
+    return sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+
+
 def spring_energy(d, ks):
     """A spring's elastic energy ``k (l - L0)^2 / 2`` of its vector ``d`` (3) and ``ks`` = (k, L0)."""
-    length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    length = spring_length(d)
     return 0.5 * ks[0] * (length - ks[1]) * (length - ks[1])
 
 
@@ -138,7 +143,7 @@ def law_energy(law, d):
     """A recorded spring's learned elastic potential at its vector ``d`` (3):
     :meth:`~mc2fmu.models.spring_laws.SpringLaw.potential` of ``l = |d|`` (an expression node
     or a number is taken through a one-element array, the laws' array convention)."""
-    length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    length = spring_length(d)
     if isinstance(length, expr.Expr):
         return law.potential(np.array([length], dtype=object))[0]
     if np.ndim(length) == 0 and not type(length).__module__.startswith("casadi"):  # a number
@@ -212,8 +217,7 @@ def traced_law_energy(law) -> tuple[list, "expr.Expr"]:
     from .spring_laws import POTENTIAL_NODES
 
     expr.clear()
-    d = expr.inputs("d", 3)
-    length = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    length = spring_length(expr.inputs("d", 3))
     nodes = [expr.Expr.wrap(v) for v in law.potential_nodes(length)]
     total = expr.Expr.wrap(law.potential_sum(length, expr.inputs("g", POTENTIAL_NODES)))
     return nodes, total

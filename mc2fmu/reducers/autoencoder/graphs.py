@@ -306,8 +306,7 @@ def _quiet_export(module: nn.Module, args: tuple, input_names: list[str], output
                                                   dynamo=True, opset_version=OPSET, external_data=False,
                                                   verbose=False).model_proto
                 except Exception as exc:  # noqa: BLE001 - the exporters raise many types; each is a reason
-                    problems.append(f"the {exporter} exporter failed: {type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0] if str(exc) else ''}")
+                    problems.append(f"the {exporter} exporter failed: {_summary(exc)}")
                     continue
                 problem = graph_problem(proto, input_names, output_names)
                 if problem is None:
@@ -482,7 +481,13 @@ def _checked(path, module: nn.Module, spec: GraphSpec, points) -> float | str:
     try:
         return check_graph(path, module, spec, points)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types; each is a reason to export again
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return _summary(exc)
+
+
+def _summary(exc: BaseException) -> str:
+    """An exception's type and the first line of its message."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _reason(result: float | str) -> str:
