@@ -6,8 +6,10 @@ Runs each named benchmark (all by default, in the order below: the later ones re
 ``train_accuracy`` writes to out/bench) as ``python benchmarks/NAME.py ARGS`` in its own
 process, shows its output as it comes, and replaces the block of docs/benchmarks.md between
 ``<!-- benchmark: NAME -->`` and ``<!-- /benchmark: NAME -->`` with the markdown tables it
-printed (its lines that start with ``|``).  A benchmark that exits non-zero (``targets``: a
-missed target) keeps its old block and makes this command exit 1.
+printed (its lines that start with ``|``).  A benchmark that misses an asserted target (it exits
+non-zero after printing its tables, with no Python traceback) has its block rewritten with what
+it measured, and makes this command exit 1; one that crashes (a traceback, a signal) or prints
+no table keeps its old block and makes this command exit 1.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -81,16 +84,34 @@ def replace_block(page: str, name: str, body: str) -> str:
     return pattern.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(2), page, count=1)
 
 
-def run(name: str) -> tuple[int, str]:
-    """Run one benchmark, echoing its output; returns its exit code and output."""
+def run(name: str) -> tuple[int, str, str]:
+    """Run one benchmark, echoing its output; returns its exit code, standard output and error."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *BENCHMARKS[name]]
     print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors: list[str] = []
+
+    def pump() -> None:  # standard error as it comes, beside the output (a full pipe would block the child)
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            errors.append(line)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
     lines = []
     for line in proc.stdout:
         sys.stdout.write(line)
         lines.append(line)
-    return proc.wait(), "".join(lines)
+    code = proc.wait()
+    thread.join()
+    return code, "".join(lines), "".join(errors)
+
+
+def measured(code: int, body: str, errors: str) -> bool:
+    """Whether a benchmark's tables are its measurement: it printed some, and it either passed
+    or missed a target (a positive exit code, no Python traceback); not after a crash or a
+    signal."""
+    return bool(body) and (code == 0 or (code > 0 and "Traceback (most recent call last)" not in errors))
 
 
 def main(argv=None) -> int:
@@ -107,21 +128,24 @@ def main(argv=None) -> int:
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
         ap.error(f"unknown benchmark(s) {', '.join(unknown)}; use {', '.join(BENCHMARKS)}")
-    failed = []
+    missed, failed = [], []
     for name in args.names or list(BENCHMARKS):
         t0 = time.perf_counter()
-        code, output = run(name)
+        code, output, errors = run(name)
         print(f"== {name}: exit {code} after {time.perf_counter() - t0:.0f} s", flush=True)
         body = tables(output)
-        if code != 0 or not body:
+        if not measured(code, body, errors):
             failed.append(name)
             continue
+        if code != 0:
+            missed.append(name)
         if not args.no_write:
             PAGE.write_text(replace_block(PAGE.read_text(), name, body))
+    if missed:
+        print(f"missed a target (their blocks show what they measured): {', '.join(missed)}", file=sys.stderr)
     if failed:
-        print(f"failed or printed no table (their blocks are unchanged): {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+        print(f"crashed or printed no table (their blocks are unchanged): {', '.join(failed)}", file=sys.stderr)
+    return 1 if missed or failed else 0
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ examples/a02 if missing or on another grid), trains a reduced model with `mc2fmu
 run, rolls it out from the run's initial state over the 20 s and prints a table: point B0's
 largest distance from the benchmark's published ADAMS solution, for Exudyn and for the
 reduced model, the model's position NRMSE against Exudyn over all 81 bodies, the training
-seconds, and issue 42's targets.  Exits 1 when B0 is more than 5e-4 m from ADAMS (the 60 s
-target for the whole command is printed, not asserted: it is not met yet).
+seconds, and issue 42's targets.  Exits 1 when B0 is more than 5e-4 m from ADAMS or the whole
+train command took more than 60 s (the time with the defaults only).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 
 
-#: issue 42's targets with the defaults: B0 within 5e-4 m of ADAMS (asserted), the whole train
-#: command within 60 s (not met yet: printed, not asserted)
+#: issue 42's targets with the defaults, both asserted: B0 within 5e-4 m of ADAMS, the whole train
+#: command within 60 s
 B0_TARGET = 5e-4
 FIT_TARGET_S = 60.0
 
@@ -77,11 +77,15 @@ def main(argv=None) -> int:
     print(f"| {len(art.layout.bodies)} | {art.layout.size} | 1 | {a02.b0_error(r['t'], r['exudyn_B0'], adams):.1e} | "
           f"{b0:.1e} | {100 * r['nrmse']:.3f} | {art.training['metrics']['train_seconds']:.0f} | {fit_s:.0f} "
           f"| {art.training['metrics']['lbfgs_iterations']} | {'yes' if b0 <= B0_TARGET else 'NO'} "
-          f"| {'yes' if fit_s <= FIT_TARGET_S else 'no (not asserted yet)'} |")
+          f"| {'yes' if fit_s <= FIT_TARGET_S else 'NO'} |")
+    problems = []
     if b0 > B0_TARGET:
-        print(f"a02: the model's B0 is {b0:.1e} m from ADAMS, above the {B0_TARGET:g} m target", file=sys.stderr)
-        return 1
-    return 0
+        problems.append(f"the model's B0 is {b0:.1e} m from ADAMS, above the {B0_TARGET:g} m target")
+    if fit_s > FIT_TARGET_S and not options:  # a time target holds for the defaults
+        problems.append(f"the whole train command took {fit_s:.0f} s, above the {FIT_TARGET_S:g} s target")
+    for problem in problems:
+        print(f"a02: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ the inputs, doStep, get q; thread CPU time, best of 5 runs of the `low` run; --n
 it).  --plots DIR writes one plot per mechanism: the largest body-origin error over time
 relative to the run's rms variation, every run, both modes (default out/bench/plots).
 Reference runs are generated with Exudyn if missing (examples/<name>/runs).
+
+With the defaults it exits 1 when a model misses a target: position NRMSE at most 0.3 % on the
+training run and 0.5 % on `low` and `shape`, the envelope flag ahead of a 10 % error on `high`,
+and issue 42's: held-out at most 0.1 %, the whole `train` command at most 30 s (1 DOF, up to 6
+bodies) or 60 s (2-3 DOF).
 """
 
 from __future__ import annotations
@@ -218,7 +223,8 @@ def main(argv=None) -> int:
                   f"{c['adam_epochs']}+{art.training['metrics'].get('lbfgs_iterations', c['lbfgs_iters'])} | {cost:.2f} | {exc} | {100 * r['nrmse']:.3f} | {r['rot']:.2e} | {flag} | {err10} |")
     defaults = (args.loss, args.rollout, args.rollout_weight, args.warmup, args.dyn_weight, args.hidden) == \
         ("sim", 0, 1.0, "rec", 1.0, "") and all(getattr(args, k) is None for k in PASSED_ON)
-    problems = [f"{name} {mode}: {p}" for name, mode, _, _, res, _ in rows for p in missed_targets(res)]
+    problems = [f"{name} {mode}: {p}" for name, mode, fit_s, art, res, _ in rows
+                for p in missed_targets(res) + missed_issue42(res, fit_s, art.dof, len(art.layout.bodies))]
     for problem in problems:
         print(f"train_accuracy: target missed: {problem}", file=sys.stderr)
     return 1 if problems and defaults else 0
@@ -227,6 +233,24 @@ def main(argv=None) -> int:
 #: the accuracy targets asserted with the defaults (docs/benchmarks.md "Targets"): position NRMSE on
 #: the training run and on the held-out in-range runs, and the envelope flag ahead of a 10 % error
 TRAIN_TARGET, HELD_OUT_TARGET = 0.003, 0.005
+
+
+#: issue 42's targets with the defaults, on every bundled mechanism: held-out in-range position
+#: NRMSE at most 0.1 %, and the whole `train` command at most 30 s for 1 DOF with up to 6 bodies,
+#: 60 s for 2-3 DOF (one run here; the issue counts the slowest of three)
+ISSUE42_HELD_OUT = 0.001
+ISSUE42_SECONDS = {1: 30.0, 2: 60.0, 3: 60.0}
+ISSUE42_MAX_BODIES_1DOF = 6
+
+
+def missed_issue42(res: dict, fit_s: float, dof: int, bodies: int) -> list[str]:
+    """What one model misses of issue 42's targets (``fit_s``: the whole command's seconds)."""
+    out = [f"{exc} {100 * res[exc]['nrmse']:.3f} % > {100 * ISSUE42_HELD_OUT:g} % (issue 42)"
+           for exc in ("low", "shape") if not res[exc]["nrmse"] <= ISSUE42_HELD_OUT]
+    limit = ISSUE42_SECONDS.get(dof) if dof > 1 or bodies <= ISSUE42_MAX_BODIES_1DOF else None
+    if limit is not None and fit_s > limit:
+        out.append(f"the train command took {fit_s:.0f} s > {limit:g} s for {dof} DOF (issue 42)")
+    return out
 
 
 def missed_targets(res: dict) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.__main__ import BENCHMARKS, PAGE, replace_block, tables
+from benchmarks.__main__ import BENCHMARKS, PAGE, measured, replace_block, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,3 +39,28 @@ def test_every_benchmark_prints_a_markdown_table():
         if not path.stem.startswith("_"):
             text = path.read_text()
             assert 'print("|' in text or 'print(f"|' in text or 'print("\\n|' in text or "print(head)" in text, path
+
+
+def test_train_accuracy_asserts_issue_42s_held_out_and_time_targets():
+    """The documented misses (the learnt 3-RRR's `shape` 0.148 %, 193 s for 3 DOF; the learnt
+    MacPherson's 43 s for 1 DOF and 6 bodies) are reported; models within them, and 1-DOF
+    chains of more than 6 bodies (A02 has its own 60 s), are not."""
+    from benchmarks.train_accuracy import missed_issue42
+
+    runs = lambda low, shape: {"low": {"nrmse": low}, "shape": {"nrmse": shape}}  # noqa: E731
+    assert missed_issue42(runs(3.2e-4, 1.48e-3), 193.0, 3, 7) == [
+        "shape 0.148 % > 0.1 % (issue 42)", "the train command took 193 s > 60 s for 3 DOF (issue 42)"]
+    assert missed_issue42(runs(2e-5, 3e-5), 43.0, 1, 6) == ["the train command took 43 s > 30 s for 1 DOF (issue 42)"]
+    assert missed_issue42(runs(5e-4, 9.9e-4), 59.0, 2, 4) == []
+    assert missed_issue42(runs(5e-4, 5e-4), 99.0, 1, 81) == []
+
+
+def test_a_missed_target_rewrites_its_block_and_a_crash_does_not():
+    """A benchmark that exits 1 on a missed target printed what it measured (the docs show the
+    miss); a traceback, a signal or no table leaves the block as it was."""
+    table = "| a |\n|---|\n| 1 |"
+    assert measured(0, table, "")
+    assert measured(1, table, "a02: the whole train command took 106 s, above the 60 s target\n")
+    assert not measured(1, table, "Traceback (most recent call last):\n  File ...\nValueError: x\n")
+    assert not measured(-9, table, "")
+    assert not measured(0, "", "")
