@@ -146,15 +146,19 @@ def check_a02(refs, out):
     est = estimate_dataset_dof(ingest(coarse / "mechanism.toml", [coarse / "runs" / "train.csv.gz"]))
     assert est.dof == 1 and est.residuals[0] < 1e-4 and est.anchors >= 100, est.report()
     model = out / "a02-model"
+    seconds = None  # the whole train command's (issue 42: at most 60 s); a model of an earlier run is not timed
     if not (model / "model.json").exists():
         from mc2fmu.pipeline import train
         from mc2fmu.reducers.autoencoder.config import TrainConfig
 
+        t0 = time.perf_counter()
         train(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=1), model)
+        seconds = time.perf_counter() - t0
     r = a02.model_b0(model, folder)
     err = a02.b0_error(r["t"], r["B0"], adams)
-    figure = f"Exudyn {engine:.1e} m, model {err:.1e} m of ADAMS, NRMSE {100 * r['nrmse']:.3f} %"
-    assert err < 5e-4 and r["nrmse"] < 5e-4, figure
+    figure = (f"Exudyn {engine:.1e} m, model {err:.1e} m of ADAMS, NRMSE {100 * r['nrmse']:.3f} %, trained in "
+              + ("an earlier run" if seconds is None else f"{seconds:.0f} s"))
+    assert err < 5e-4 and r["nrmse"] < 5e-4 and (seconds is None or seconds <= 60.0), figure
     return figure
 
 
@@ -301,7 +305,8 @@ def _valgrind_check(kind: str):
 
 #: name -> (check, target)
 CHECKS = {
-    "a02": (check_a02, "Exudyn < 1e-3 m of ADAMS, 1 DOF estimated, model < 5e-4 m of ADAMS, NRMSE < 0.05 %"),
+    "a02": (check_a02, "Exudyn < 1e-3 m of ADAMS, 1 DOF estimated, model < 5e-4 m of ADAMS, NRMSE < 0.05 %, "
+                       "the train command <= 60 s"),
     "accuracy-four_bar-known": (_accuracy_check("four_bar", ["--dof", "1", "--coords", "crank.R11"]),
                                 "train <= 0.5 %, low/shape <= 2 %, high flagged first"),
     "accuracy-macpherson-known": (_accuracy_check("macpherson", ["--dof", "1", "--coords", "spindle.z"]),
