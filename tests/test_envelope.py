@@ -58,3 +58,35 @@ def test_angle_latent_follows_full_revolutions(spinning_pendulum, tmp_path):
     err = rotation_error(R, r.rotation)
     assert err.max() < 0.02, err.max()
     assert art.envelope.first_exit(res["envelope"]) is None
+
+
+def test_the_printed_distance_and_its_complex_step_slope_are_the_envelopes():
+    """The one description (mc2fmu.models.envelope) printed as Python equals Envelope.distance
+    bit for bit inside and outside, an unbounded angle included, and evaluated at v + i h dv
+    (what the native FMU's complex-step twin computes) gives the active channel's slope, +-dv_c
+    / span_c, and 0 inside."""
+    from mc2fmu.models import expr
+    from mc2fmu.models.envelope import traced
+
+    rng = np.random.default_rng(4)
+    q = np.column_stack([np.linspace(-1, 1, 30), np.linspace(0, 7, 30)])
+    env = Envelope.from_data(q, rng.normal(size=(30, 2)), rng.uniform(2, 3, size=(30, 1)), 1e-6, angles=[False, True])
+    channels, distance = traced(env)
+    namespace = {"math": math}
+    exec(expr.emit_python([distance], "f", ("v",)), namespace)
+    lo, hi = env.lower, env.upper
+    span = hi - lo
+    for _ in range(200):
+        v = rng.uniform(np.where(np.isfinite(lo), lo, -50) - 0.3 * np.nan_to_num(span, posinf=1),
+                        np.where(np.isfinite(hi), hi, 50) + 0.3 * np.nan_to_num(span, posinf=1))
+        d = env.distance(v[None, :2], v[None, 2:4], v[None, 4:])[0]
+        assert namespace["f"](list(v))[0] == d
+        ex = np.array([0.0 if e == 0.0 else expr.evaluate([e], {"v": v})[0] for e in channels])
+        assert ex.max() == d and ex[1] == 0.0  # the full-turn angle has no bounds
+        dv = rng.normal(size=v.size)
+        slope = expr.evaluate([distance], {"v": v + 1e-20j * dv})[0].imag / 1e-20
+        if d == 0.0:
+            assert slope == 0.0
+        else:
+            c = int(np.argmax(ex))
+            assert slope == pytest.approx((dv[c] if v[c] > hi[c] else -dv[c]) / span[c], rel=1e-14)

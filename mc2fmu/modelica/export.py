@@ -44,7 +44,7 @@ from ..files import atomic_output
 from ..mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, body_mass_entries
 from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
 from ..mechanics.variants import parameter_names, parameter_vector
-from ..models.envelope import LEAVE_THRESHOLD
+from ..models.envelope import LEAVE_THRESHOLD, traced as envelope_traced
 from ..models.expr import clear as expr_clear, emit_modelica, inputs as expr_inputs
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
 from ..models.spring_laws import traced as law_traced
@@ -522,20 +522,14 @@ def _motion(src: _Source, art, model) -> None:
 
 
 def _envelope(src: _Source, art, inputs: list[str]) -> None:
-    env = art.envelope
-    lo, hi = np.asarray(env.lower, dtype=float), np.asarray(env.upper, dtype=float)
+    """``envelope``, printed from :func:`mc2fmu.models.envelope.traced` (the channels ``q``,
+    ``qd``, then the inputs)."""
     m = art.dof
     names = [f"q[{i + 1}]" for i in range(m)] + [f"qd[{i + 1}]" for i in range(m)] + list(inputs)
-    terms = []
-    for c, v in enumerate(names):
-        if not (np.isfinite(lo[c]) and np.isfinite(hi[c])):
-            continue
-        span = max(hi[c] - lo[c], 1e-12 * max(abs(hi[c]), 1.0))
-        terms.append(f"max({_num(lo[c])} - {v}, {v} - {_num(hi[c])}) * {_num(1.0 / span)}")
-    expr = "0.0"
-    for t in terms:
-        expr = f"max({expr}, {t})"
-    src.eq(f"envelope = {expr};")
+    temps, lines = emit_modelica([envelope_traced(art.envelope)[1]], lambda name, i: names[i], "env_t")
+    for t in temps:
+        src.var(f"Real {t}", "a shared term of the envelope's distance")
+    src.eq(*lines[:len(temps)], f"envelope = {lines[len(temps)]};")
 
 
 def export_modelica(model_dir: str | os.PathLike, out: str | os.PathLike,

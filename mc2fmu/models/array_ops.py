@@ -36,7 +36,7 @@ _NUMPY = SimpleNamespace(
     sigmoid=lambda a: 1.0 / (1.0 + np.exp(-a)), softplus=_np_softplus,
     stack=lambda xs, axis: np.stack(xs, axis=axis), movedim=np.moveaxis,
     zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
-    affine=lambda z, W, b: z @ W.T + b,
+    affine=lambda z, W, b: z @ W.T + b, maximum=np.maximum,
 )
 
 
@@ -50,12 +50,18 @@ def _cs_softplus(a):
     return np.where(big, a, np.log1p(np.exp(np.where(big, 20.0, a))))
 
 
+def _cs_maximum(a, b):
+    # the larger by the real parts (a at a tie): the chosen side's value and derivative
+    return np.where(np.real(a) >= np.real(b), a, b)
+
+
 def _cs_sigmoid(a):
     # 1 / (1 + exp(-a)) is nan + nan j far below zero (exp overflows to a complex infinity)
     return 0.5 * (1.0 + np.tanh(0.5 * a))
 
 
-_COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_softplus, "sigmoid": _cs_sigmoid})
+_COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_softplus, "sigmoid": _cs_sigmoid,
+                              "maximum": _cs_maximum})
 
 
 def _object_softplus(a):
@@ -66,7 +72,13 @@ def _object_softplus(a):
 
 #: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
 #: the nodes' methods of their names; softplus, which numpy has not, is a node of its own
-_OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus})
+def _object_maximum(a, b):
+    from .expr import maximum  # an expression node's max (a node); numbers' as numpy's
+
+    return np.frompyfunc(maximum, 2, 1)(a, b)
+
+
+_OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus, "maximum": _object_maximum})
 _TORCH: SimpleNamespace | None = None
 
 
@@ -86,6 +98,7 @@ def _casadi_ops() -> SimpleNamespace:
         # torch's softplus (beta 1, threshold 20), as _np_softplus
         softplus=lambda a: ca.if_else(a > 20.0, a, ca.log1p(ca.exp(ca.fmin(a, 20.0)))),
         stack=stack, affine=lambda z, W, b: ca.mtimes(z, ca.DM(np.asarray(W).T)) + ca.DM(np.asarray(b)).T,
+        maximum=ca.fmax,
     )
 
 
@@ -114,5 +127,7 @@ def ops(a: Array) -> SimpleNamespace:
             stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
             zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),
             affine=torch.nn.functional.linear,
+            maximum=lambda a, b: torch.maximum(torch.as_tensor(a, dtype=torch.float64),
+                                               torch.as_tensor(b, dtype=torch.float64)),
         )
     return _TORCH

@@ -10,6 +10,12 @@ data covered a full revolution has no bounds (every angle has been seen).
 A model counts as having *left* the envelope when the distance exceeds
 :data:`LEAVE_THRESHOLD` (1 % of a span): the edges of the training data are reached by
 in-range runs too, and a sample-exact edge would flag them for nothing.
+
+The distance is written once, :func:`excursions` and :func:`distance_of`, for numbers, numpy
+arrays and :mod:`.expr` nodes: :meth:`Envelope.distance` evaluates it on samples, and
+:func:`traced` gives the graph the native FMU's C (with its complex-step twin, the directional
+derivative), the python FMU and the Modelica export print.  Finiteness is each caller's: a
+non-finite channel makes the distance infinite.
 """
 
 from __future__ import annotations
@@ -21,8 +27,43 @@ import math
 import numpy as np
 
 from ..files import json_safe
+from . import expr
+from .expr import maximum
 
 LEAVE_THRESHOLD = 0.01
+
+
+def excursions(v, lower, upper) -> list:
+    """Each channel's excursion beyond the envelope, ``max(0, lo - v, v - hi) / span``, in
+    units of its training span (``span = max(hi - lo, 1e-12 max(|hi|, 1))``); 0 for a channel
+    without bounds.  ``v``: one entry per channel (numbers, arrays of samples or expression
+    nodes); ``lower``, ``upper``: the bounds (floats, infinite where unbounded)."""
+    out = []
+    for c, (lo, hi) in enumerate(zip(lower, upper)):
+        lo, hi = float(lo), float(hi)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            out.append(0.0)
+            continue
+        span = max(hi - lo, 1e-12 * max(abs(hi), 1.0))
+        out.append(maximum(0.0, maximum(lo - v[c], v[c] - hi)) / span)
+    return out
+
+
+def distance_of(v, lower, upper):
+    """The normalised distance outside the envelope: the largest of :func:`excursions`, the
+    first at a tie (0 inside)."""
+    out = 0.0
+    for e in excursions(v, lower, upper):
+        out = maximum(out, e)
+    return out
+
+
+def traced(envelope: "Envelope") -> tuple[list, "expr.Expr"]:
+    """``(channel excursions, distance)`` as expression nodes of the inputs ``v[0..n)``, the
+    channels ``q``, ``qd``, ``u`` in that order."""
+    lo, hi = envelope.lower, envelope.upper
+    v = expr.inputs("v", len(lo))
+    return excursions(v, lo, hi), distance_of(v, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -60,11 +101,7 @@ class Envelope:
         if u.shape[1] == 0:
             u = np.zeros((len(q), 0))
         v = np.concatenate([q, qd, u], axis=1)
-        lo, hi = self.lower, self.upper
-        finite = np.isfinite(lo) & np.isfinite(hi)
-        span = np.where(finite, np.maximum(hi - lo, 1e-12 * np.maximum(np.abs(np.where(finite, hi, 0.0)), 1.0)), 1.0)
-        excess = np.where(finite, np.maximum(np.maximum(lo - v, v - hi), 0.0), 0.0) / span
-        out = excess.max(axis=1)
+        out = distance_of(list(v.T), self.lower, self.upper) + np.zeros(len(v))
         return np.where(np.isfinite(v).all(axis=1), out, np.inf)
 
     def first_exit(self, distance: np.ndarray) -> int | None:

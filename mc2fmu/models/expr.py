@@ -1,7 +1,7 @@
 """A small scalar expression graph: maths written once in Python, evaluated on numbers or
 traced into a graph that is printed as C or Modelica.
 
-A description written with Python's arithmetic operators and :func:`sqrt` (or numpy's
+A description written with Python's arithmetic operators, :func:`sqrt` and :func:`maximum` (or numpy's
 ``sqrt``, ``sin``, ``cos``, ``tanh`` on arrays of expressions, which call the nodes' methods of
 those names) runs unchanged on
 
@@ -35,7 +35,8 @@ _TABLE: dict[tuple, "Expr"] = {}
 
 class Expr:
     """One node: ``op`` is ``const`` (``value`` a float), ``in`` (``value`` = (array name,
-    index)), ``+``, ``-``, ``*``, ``/``, ``neg`` or one of :data:`FUNCTIONS`."""
+    index)), ``+``, ``-``, ``*``, ``/``, ``max`` (:func:`maximum`), ``neg`` or one of
+    :data:`FUNCTIONS`."""
 
     __slots__ = ("op", "args", "value")
 
@@ -201,6 +202,25 @@ def sqrt(a):
     return apply("sqrt", a)
 
 
+def maximum(a, b):
+    """The larger of ``a`` and ``b``, ``a`` at a tie, elementwise: numbers, arrays, CasADi
+    symbols, tensors or expressions (a ``max`` node; folded when both are constants).  Written
+    ``MC2FMU_(max)`` in C, whose complex-step twin picks by the real parts (so the derivative is
+    the chosen side's), ``max`` in Modelica and Python.  A NaN is not ordered: numpy and CasADi
+    give NaN, the C and Python forms one of the two; callers decide finiteness first."""
+    if isinstance(a, Expr) or isinstance(b, Expr):
+        a, b = Expr.wrap(a), Expr.wrap(b)
+        if a.is_const() and b.is_const():
+            return Expr.wrap(a.value if a.value >= b.value else b.value)
+        if a is b:
+            return a
+        return Expr("max", (a, b))
+    like = b if isinstance(a, (int, float)) else a
+    if isinstance(like, (int, float)):
+        like = np.float64(like)
+    return ops(like).maximum(a, b)
+
+
 def clear() -> None:
     """Forget the table of nodes (memory; nodes made before and after are then never shared,
     which costs only sharing).  The table holds every node it returned, so a key's argument
@@ -243,7 +263,9 @@ def _const(v: float) -> str:
 
 
 _C_BINARY = {"+": "+", "-": "-", "*": "*", "/": "/"}
-_PYTHON_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+_PYTHON_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "max": maximum}
+#: the ``max`` node's call in C, Modelica and Python (indexed as FUNCTIONS' forms)
+_MAX = (None, "MC2FMU_(max)", "max", "max")
 #: the deepest nesting of parentheses an inlined expression gets before it becomes a
 #: temporary: a long sum (an energy over 81 bodies) printed as one expression nested 800 deep,
 #: past pymoca's parser (it failed between 160 and 163) and slow for C compilers
@@ -278,6 +300,8 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
             s = form(arg) if callable(form) else f"{form}({arg})"
         elif node.op == "/":
             s = divide(*(text[id(x)] for x in node.args))
+        elif node.op == "max":
+            s = f"{_MAX[language]}({text[id(node.args[0])]}, {text[id(node.args[1])]})"
         else:
             a, b = (text[id(x)] for x in node.args)
             s = f"({a} {_C_BINARY[node.op]} {b})"

@@ -10,12 +10,13 @@ other platforms compile the sources themselves.
   as ``static const double`` arrays written with 17 significant digits, ``M`` and the force
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
-* ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h``, ``sources/mc2fmu_laws.h`` and
-  ``sources/mc2fmu_mass.h`` are printed per model from the run-time model's own Python
-  (:func:`render_motion`: :mod:`mc2fmu.models.motion`; :func:`render_terms`:
-  :func:`mc2fmu.models.terms.traced`; :func:`render_laws`: the learned spring laws,
-  :func:`mc2fmu.models.spring_laws.traced`; for ``double`` and the complex twin alike;
-  :func:`render_mass`: a body's point mass block,
+* ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h``, ``sources/mc2fmu_laws.h``,
+  ``sources/mc2fmu_envelope.h`` and ``sources/mc2fmu_mass.h`` are printed per model from the
+  run-time model's own Python (:func:`render_motion`: :mod:`mc2fmu.models.motion`;
+  :func:`render_terms`: :func:`mc2fmu.models.terms.traced`; :func:`render_laws`: the learned
+  spring laws, :func:`mc2fmu.models.spring_laws.traced`; :func:`render_envelope`: the
+  training envelope's distance, :func:`mc2fmu.models.envelope.traced`; for ``double`` and the
+  complex twin alike; :func:`render_mass`: a body's point mass block,
   :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
   ``mc2fmu_fmi.h`` (the FMI functions both versions share) and ``mc2fmu_fmi2.c`` /
@@ -72,7 +73,7 @@ from ...mechanics.variants import parameter_names, parameter_vector
 from ...mechanics.rotations import matrix_to_quaternion
 from ...models.artifact import MASS_CHECKS, mass_check_configurations
 from ...models.charted import LocalPcaModel, NodeModel
-from ...models.envelope import LEAVE_THRESHOLD, sample_points
+from ...models.envelope import LEAVE_THRESHOLD, sample_points, traced as envelope_traced
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
 from ...models.expr import emit_c
 from ...models.manifold import ManifoldModel, spring_force
@@ -610,6 +611,24 @@ def render_terms(artifact) -> str:
         "}", ""])
 
 
+def render_envelope(artifact) -> str:
+    """``mc2fmu_envelope.h``: the training envelope's channel excursions and distance,
+    ``MC2FMU_(envelope_channels)(v, ex)`` and ``MC2FMU_(envelope)(v)`` of the finite channels
+    ``v = (q, qd, u)``, printed from :func:`mc2fmu.models.envelope.traced`; the complex-step
+    twin gives the distance's directional derivative."""
+    channels, distance = envelope_traced(artifact.envelope)
+    head = ("/* mc2fmu_envelope.h: the training envelope of the mc2fmu model '{name}', printed by mc2fmu {version} "
+            "from\n   mc2fmu/models/envelope.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
+            "(mc2fmu_real). */\n").format(name=artifact.mechanism.name, version=__version__)
+    return head + "\n".join([
+        "/* ex[c] = channel c's excursion beyond the envelope, in training spans (mc2fmu.models.envelope.excursions) */",
+        "MC2FMU_STATIC void MC2FMU_(envelope_channels)(const mc2fmu_real *v, mc2fmu_real *ex) {",
+        "    (void)v;", emit_c(channels, out="ex"), "}", "",
+        "/* the distance outside the envelope: the largest excursion, 0 inside (mc2fmu.models.envelope.distance_of) */",
+        "MC2FMU_STATIC mc2fmu_real MC2FMU_(envelope)(const mc2fmu_real *v) {",
+        "    mc2fmu_real out[1];", "    (void)v;", emit_c([distance], out="out"), "    return out[0];", "}", ""])
+
+
 # ------------------------------------------------------------------ building
 
 
@@ -623,10 +642,12 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     (folder / "mc2fmu_mass.h").write_text(render_mass(artifact))
     (folder / "mc2fmu_laws.h").write_text(render_laws(artifact))
     (folder / "mc2fmu_terms.h").write_text(render_terms(artifact))
+    (folder / "mc2fmu_envelope.h").write_text(render_envelope(artifact))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
-    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_laws.h", "mc2fmu_terms.h", *names[1:]]
+    return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_laws.h", "mc2fmu_terms.h",
+            "mc2fmu_envelope.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:

@@ -38,6 +38,7 @@ from ..description import fmu_variables, model_description_fmi2
 from ...capabilities import kind as capability
 from ...mechanics.variants import parameter_vector
 from ...models.expr import emit_python
+from ...models.envelope import traced as envelope_traced
 from ...models.motion import MotionGeometry, traced as motion_traced
 
 #: what a physical variant changes that is no physical parameter (the items of
@@ -118,7 +119,8 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
                              mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/"),
                              rotations=_module_source(rotations), parameters=_module_source(parameters),
-                             local_linear=_module_source(local_linear), motion=_motion_source(artifact, motion)))
+                             local_linear=_module_source(local_linear), motion=_motion_source(artifact, motion),
+                             envelope=_envelope_source(artifact)))
     built = work / "pythonfmu.fmu"
     cmd = [sys.executable, "-m", "pythonfmu", "build", "-f", str(script), "-d", str(built), "--no-external-tool",
            "--handle-state", "--serialize-state", *map(str, sorted(project.iterdir()))]
@@ -151,6 +153,12 @@ def _motion_source(artifact, motion: bool) -> str:
     geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e, model.springs.laws)
     graph = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
     return textwrap.indent(emit_python(graph, "_motion_outputs", ("x", "xd", "theta")), "    ")
+
+
+def _envelope_source(artifact) -> str:
+    """The slave's ``_envelope_distance(v)``: the training envelope's distance printed from
+    :func:`mc2fmu.models.envelope.traced` (a one-item list)."""
+    return textwrap.indent(emit_python([envelope_traced(artifact.envelope)[1]], "_envelope_distance", ("v",)), "    ")
 
 
 def dynamics_graphs(artifact, work: Path) -> tuple[dict[str, bytes], dict[str, float]]:

@@ -19,6 +19,16 @@ MC2FMU_INLINE mc2fmu_real MC2FMU_(softplus)(mc2fmu_real a) {
     return MC2FMU_RE(a) > 20.0 ? a : MC2FMU_LOG1P(MC2FMU_EXP(a));
 }
 
+/* the larger of a and b by the real parts, a at a tie: the printed expressions' max
+   (mc2fmu/models/expr.py), whose complex-step derivative is the chosen side's */
+MC2FMU_INLINE mc2fmu_real MC2FMU_(max)(mc2fmu_real a, mc2fmu_real b) {
+    return MC2FMU_RE(a) >= MC2FMU_RE(b) ? a : b;
+}
+
+/* the training envelope's distance, MC2FMU_(envelope)(v), and its channels' excursions,
+   printed into mc2fmu_envelope.h from mc2fmu/models/envelope.py */
+#include "mc2fmu_envelope.h"
+
 /* ------------------------------------------------------------------ the decoder */
 
 typedef mc2fmu_real MC2FMU_(layer_buf)[MC2FMU_P][MC2FMU_WMAX]; /* packed rows (MC2FMU_P) */

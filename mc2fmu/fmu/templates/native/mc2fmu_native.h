@@ -374,23 +374,20 @@ static int mc2fmu_all_finite(const double *v, int n) {
     return 1;
 }
 
-/* normalised distance outside the training envelope (0 inside; inf for a non-finite value) */
-static double mc2fmu_envelope_distance(const double *q, const double *qd, const double *u) {
-    double v[MC2FMU_NE], out = 0.0;
+/* the channels v = (q, qd, u) of the training envelope */
+static void mc2fmu_envelope_point(const double *q, const double *qd, const double *u, double *v) {
     int c;
     for (c = 0; c < MC2FMU_NQ; c++) { v[c] = q[c]; v[MC2FMU_NQ + c] = qd[c]; }
     for (c = 0; c < MC2FMU_NU; c++) v[2 * MC2FMU_NQ + c] = u[c];
-    for (c = 0; c < MC2FMU_NE; c++)
-        if (!isfinite(v[c])) return INFINITY;
-    for (c = 0; c < MC2FMU_NE; c++) {
-        const double lo = mc2fmu_env_lo[c], hi = mc2fmu_env_hi[c];
-        double span, ex;
-        if (!(isfinite(lo) && isfinite(hi))) continue;
-        span = fmax(hi - lo, 1e-12 * fmax(fabs(hi), 1.0));
-        ex = fmax(fmax(lo - v[c], v[c] - hi), 0.0) / span;
-        if (ex > out) out = ex;
-    }
-    return out;
+}
+
+/* normalised distance outside the training envelope (0 inside; inf for a non-finite value):
+   mc2fmu_envelope of mc2fmu_envelope.h */
+static double mc2fmu_envelope_distance(const double *q, const double *qd, const double *u) {
+    double v[MC2FMU_NE];
+    mc2fmu_envelope_point(q, qd, u, v);
+    if (!mc2fmu_all_finite(v, MC2FMU_NE)) return INFINITY;
+    return mc2fmu_envelope(v);
 }
 
 /* ------------------------------------------------------------------ the runtime */
@@ -923,14 +920,12 @@ static void mc2fmu_prime(mc2fmu_core *c) {
    spans outside the envelope (which would be no longer extrapolation but a wrong value) */
 static int mc2fmu_check_start(mc2fmu_core *c, const char *fn) {
     char msg[MC2FMU_MESSAGE], b[40];
+    double point[MC2FMU_NE], excursion[MC2FMU_NE];
     int ch;
+    mc2fmu_envelope_point(c->s.q_start, c->s.qd_start, c->s.u, point);
+    mc2fmu_envelope_channels(point, excursion); /* the inputs' channels are not read */
     for (ch = 0; ch < 2 * MC2FMU_NQ; ch++) {
-        const double v = ch < MC2FMU_NQ ? c->s.q_start[ch] : c->s.qd_start[ch - MC2FMU_NQ];
-        const double lo = mc2fmu_env_lo[ch], hi = mc2fmu_env_hi[ch];
-        double span, ex;
-        if (!(isfinite(lo) && isfinite(hi))) continue;
-        span = fmax(hi - lo, 1e-12 * fmax(fabs(hi), 1.0));
-        ex = fmax(fmax(lo - v, v - hi), 0.0) / span;
+        const double v = point[ch], lo = mc2fmu_env_lo[ch], hi = mc2fmu_env_hi[ch], ex = excursion[ch];
         if (ex > MC2FMU_MAX_START_EXCURSION) {
             snprintf(msg, sizeof msg, "%s: %s[%d] = %s refused: it lies %.3g training spans outside the range "
                      "[%.6g, %.6g] the model was trained on (at most %g are accepted)", fn,
@@ -1287,39 +1282,12 @@ static int mc2fmu_get_real(mc2fmu_core *c, unsigned vr, double *value) {
     return MC2FMU_OK;
 }
 
-/* d envelope along (dq, dqd, du): the slope of the channel that sets the distance (0 inside;
-   the distance is piecewise linear, this is its one-sided derivative where two channels tie) */
-static double mc2fmu_envelope_slope(const double *q, const double *qd, const double *u, const double *dq,
-                                    const double *dqd, const double *du) {
-    double v[MC2FMU_NE], dv[MC2FMU_NE], out = 0.0, slope = 0.0;
-    int c;
-    for (c = 0; c < MC2FMU_NQ; c++) {
-        v[c] = q[c]; v[MC2FMU_NQ + c] = qd[c];
-        dv[c] = dq[c]; dv[MC2FMU_NQ + c] = dqd[c];
-    }
-    for (c = 0; c < MC2FMU_NU; c++) { v[2 * MC2FMU_NQ + c] = u[c]; dv[2 * MC2FMU_NQ + c] = du[c]; }
-    for (c = 0; c < MC2FMU_NE; c++) {
-        const double lo = mc2fmu_env_lo[c], hi = mc2fmu_env_hi[c];
-        double span, below, above, ex;
-        if (!(isfinite(lo) && isfinite(hi))) continue;
-        span = fmax(hi - lo, 1e-12 * fmax(fabs(hi), 1.0));
-        below = lo - v[c];
-        above = v[c] - hi;
-        ex = fmax(fmax(below, above), 0.0) / span;
-        if (ex > out) {
-            out = ex;
-            slope = (below > above ? -dv[c] : dv[c]) / span;
-        }
-    }
-    return slope;
-}
-
 /* getDirectionalDerivative (model exchange): sens = d unknowns / d knowns . seed at the current
    states and inputs.  Knowns: the states q[i], qd[i] (before initialisation ends, their start
-   parameters) and the inputs; unknowns: der(q), der(qd), the outputs.  The accelerations and
-   poses by the complex step through the twin of the code that computes their values, so the
-   derivatives are exact to rounding, springs, learned laws and identified terms included; the
-   envelope's by its active channel. */
+   parameters) and the inputs; unknowns: der(q), der(qd), the outputs.  The accelerations, the
+   poses, the motion outputs and the envelope's distance by the complex step through the twin of
+   the code that computes their values, so the derivatives are exact to rounding, springs,
+   learned laws and identified terms included (the envelope's: its active channel's slope). */
 static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *unknowns, size_t n_unknown,
                               const unsigned *knowns, size_t n_known, const double *seed, double *sens) {
     char msg[MC2FMU_MESSAGE];
@@ -1331,12 +1299,12 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
 #if MC2FMU_HAS_DIRECTIONAL
     double dq[MC2FMU_NQ] = {0}, dqd[MC2FMU_NQ] = {0}, du[MC2FMU_NU1] = {0}, scale = 0.0;
     double _Complex qc[MC2FMU_NQ], qdc[MC2FMU_NQ], uc[MC2FMU_NU1], ac[MC2FMU_NQ];
-    double acc[MC2FMU_NQ] = {0}, pose[7 * MC2FMU_NB];
+    double acc[MC2FMU_NQ] = {0}, pose[7 * MC2FMU_NB], envelope = 0.0;
 #if MC2FMU_NMOTION > 0
     double motion[MC2FMU_NMOTION];
 #endif
     const double *q = mc2fmu_cur_q(c), *qd = mc2fmu_cur_qd(c);
-    int need_acc = 0, need_pose = 0, need_motion = 0, i;
+    int need_acc = 0, need_pose = 0, need_motion = 0, need_envelope = 0, i;
     if (c->interface != MC2FMU_ME)
         return mc2fmu_fail(c, "getDirectionalDerivative is provided in model exchange only (in co-simulation the "
                               "outputs do not depend on the inputs directly)");
@@ -1365,7 +1333,8 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
         case MC2FMU_ROLE_DER_QD: need_acc = 1; break;
         case MC2FMU_ROLE_POSE: need_pose = 1; break;
         case MC2FMU_ROLE_MOTION: need_motion = 1; break;
-        case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: case MC2FMU_ROLE_ENVELOPE: break;
+        case MC2FMU_ROLE_ENVELOPE: need_envelope = 1; break;
+        case MC2FMU_ROLE_Q: case MC2FMU_ROLE_QD: case MC2FMU_ROLE_DER_Q: break;
         default:
             snprintf(msg, sizeof msg, "getDirectionalDerivative: %s is not an unknown (the unknowns are the state "
                      "derivatives and the outputs)", var->name);
@@ -1378,7 +1347,7 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
 #else
     (void)need_motion;
 #endif
-    if (scale > 0.0 && (need_acc || need_pose || need_motion)) {
+    if (scale > 0.0 && (need_acc || need_pose || need_motion || need_envelope)) {
         const double h = MC2FMU_CS_H / scale; /* the seed scaled to unit max-norm, stepped by MC2FMU_CS_H */
         for (i = 0; i < MC2FMU_NQ; i++) {
             qc[i] = q[i] + h * dq[i] * _Complex_I;
@@ -1401,6 +1370,12 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
             mc2fmu_cs_poses(xc, pc);
             for (i = 0; i < 7 * MC2FMU_NB; i++) pose[i] = cimag(pc[i]) / h;
         }
+        if (need_envelope) { /* the envelope's distance by its complex-step twin: the active channel's slope */
+            double _Complex vc[MC2FMU_NE];
+            for (i = 0; i < MC2FMU_NQ; i++) { vc[i] = qc[i]; vc[MC2FMU_NQ + i] = qdc[i]; }
+            for (i = 0; i < MC2FMU_NU; i++) vc[2 * MC2FMU_NQ + i] = uc[i];
+            envelope = cimag(mc2fmu_cs_envelope(vc)) / h;
+        }
 #if MC2FMU_NMOTION > 0
         if (need_motion) {
             double _Complex mc[MC2FMU_NMOTION];
@@ -1420,7 +1395,7 @@ static int mc2fmu_directional(mc2fmu_core *c, const char *fn, const unsigned *un
 #if MC2FMU_NMOTION > 0
         case MC2FMU_ROLE_MOTION: sens[k] = motion[var->index]; break;
 #endif
-        default: sens[k] = mc2fmu_envelope_slope(q, qd, c->s.u, dq, dqd, du); break;
+        default: sens[k] = envelope; break;
         }
         if (!isfinite(sens[k])) {
             snprintf(msg, sizeof msg, "getDirectionalDerivative: the derivative of %s is not finite at t = %.6g s "
