@@ -11,11 +11,13 @@ other platforms compile the sources themselves.
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
 * ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h``, ``sources/mc2fmu_laws.h``,
-  ``sources/mc2fmu_envelope.h`` and ``sources/mc2fmu_mass.h`` are printed per model from the
+  ``sources/mc2fmu_envelope.h``, ``sources/mc2fmu_solve.h`` and ``sources/mc2fmu_mass.h`` are printed per model from the
   run-time model's own Python (:func:`render_motion`: :mod:`mc2fmu.models.motion`;
   :func:`render_terms`: :func:`mc2fmu.models.terms.traced`; :func:`render_laws`: the learned
   spring laws, :func:`mc2fmu.models.spring_laws.traced`; :func:`render_envelope`: the
-  training envelope's distance, :func:`mc2fmu.models.envelope.traced`; for ``double`` and the
+  training envelope's distance, :func:`mc2fmu.models.envelope.traced`; :func:`render_solve`:
+  the reduced mass matrix's Cholesky solve, :func:`mc2fmu.models.manifold.cholesky_steps`;
+  for ``double`` and the
   complex twin alike; :func:`render_mass`: a body's point mass block,
   :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
@@ -75,8 +77,8 @@ from ...models.artifact import MASS_CHECKS, mass_check_configurations
 from ...models.charted import LocalPcaModel, NodeModel
 from ...models.envelope import LEAVE_THRESHOLD, sample_points, traced as envelope_traced
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
-from ...models.expr import emit_c
-from ...models.manifold import ManifoldModel, spring_force
+from ...models.expr import emit_c, inputs as expr_inputs, sqrt as expr_sqrt
+from ...models.manifold import ManifoldModel, cholesky_steps, spring_force
 from ...models.motion import traced_law_energy as motion_law_energy, traced_mass, traced_parts as motion_parts
 from ...models.spring_laws import POTENTIAL_NODES, traced as law_traced
 from ...models.terms import active_terms, traced as terms_traced
@@ -629,6 +631,23 @@ def render_envelope(artifact) -> str:
         "    mc2fmu_real out[1];", "    (void)v;", emit_c([distance], out="out"), "    return out[0];", "}", ""])
 
 
+def render_solve(artifact) -> str:
+    """``mc2fmu_solve.h``: ``MC2FMU_(cholesky_solve)(A, b, y)``, ``y = A^-1 b`` for the small
+    SPD ``A`` (NQ x NQ, row-major), printed from :func:`mc2fmu.models.manifold.cholesky_steps`
+    (the unrolled factorisation numpy, torch and CasADi run: the same operations in the same
+    order)."""
+    m = artifact.dof
+    A, b = expr_inputs("A", m * m), expr_inputs("b", m)
+    y = cholesky_steps(lambda i, j: A[i * m + j], lambda i: b[i], m, expr_sqrt)
+    head = ("/* mc2fmu_solve.h: the reduced systems' solve of the mc2fmu model '{name}', printed by mc2fmu {version} "
+            "from\n   mc2fmu/models/manifold.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
+            "(mc2fmu_real). */\n").format(name=artifact.mechanism.name, version=__version__)
+    return head + "\n".join([
+        "/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.models.manifold.cholesky_steps */",
+        "MC2FMU_STATIC void MC2FMU_(cholesky_solve)(const mc2fmu_real *A, const mc2fmu_real *b, mc2fmu_real *y) {",
+        emit_c(y, out="y"), "}", ""])
+
+
 # ------------------------------------------------------------------ building
 
 
@@ -643,11 +662,12 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     (folder / "mc2fmu_laws.h").write_text(render_laws(artifact))
     (folder / "mc2fmu_terms.h").write_text(render_terms(artifact))
     (folder / "mc2fmu_envelope.h").write_text(render_envelope(artifact))
+    (folder / "mc2fmu_solve.h").write_text(render_solve(artifact))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
     return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_laws.h", "mc2fmu_terms.h",
-            "mc2fmu_envelope.h", *names[1:]]
+            "mc2fmu_envelope.h", "mc2fmu_solve.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:

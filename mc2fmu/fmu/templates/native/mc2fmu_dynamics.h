@@ -447,31 +447,9 @@ MC2FMU_STATIC void MC2FMU_(eval_terms)(const mc2fmu_real *q, const mc2fmu_real *
 #endif
 }
 
-/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.models.manifold.cholesky_solve */
-MC2FMU_STATIC void MC2FMU_(cholesky_solve)(const mc2fmu_real *A, const mc2fmu_real *b, mc2fmu_real *y) {
-    mc2fmu_real L[MC2FMU_NQ2], z[MC2FMU_NQ];
-    int i, j, k;
-    for (j = 0; j < MC2FMU_NQ; j++) {
-        mc2fmu_real s = A[j * MC2FMU_NQ + j];
-        for (k = 0; k < j; k++) s = s - L[j * MC2FMU_NQ + k] * L[j * MC2FMU_NQ + k];
-        L[j * MC2FMU_NQ + j] = MC2FMU_SQRT(s);
-        for (i = j + 1; i < MC2FMU_NQ; i++) {
-            s = A[i * MC2FMU_NQ + j];
-            for (k = 0; k < j; k++) s = s - L[i * MC2FMU_NQ + k] * L[j * MC2FMU_NQ + k];
-            L[i * MC2FMU_NQ + j] = s / L[j * MC2FMU_NQ + j];
-        }
-    }
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        mc2fmu_real s = b[i];
-        for (k = 0; k < i; k++) s = s - L[i * MC2FMU_NQ + k] * z[k];
-        z[i] = s / L[i * MC2FMU_NQ + i];
-    }
-    for (i = MC2FMU_NQ - 1; i >= 0; i--) {
-        mc2fmu_real s = z[i];
-        for (k = i + 1; k < MC2FMU_NQ; k++) s = s - L[k * MC2FMU_NQ + i] * y[k];
-        y[i] = s / L[i * MC2FMU_NQ + i];
-    }
-}
+/* y = A^-1 b, A small SPD (NQ x NQ): MC2FMU_(cholesky_solve)(A, b, y), printed into mc2fmu_solve.h
+   from mc2fmu/models/manifold.py's unrolled Cholesky (numpy's, torch's and CasADi's) */
+#include "mc2fmu_solve.h"
 
 #if MC2FMU_NS > 0
 /* fs = J^T f_spring(x, J v) = -sum_s sg_s (k_s (l_s - L0_s) + c_s sg_s . v) */
