@@ -7,9 +7,10 @@ Runs each named benchmark (all by default, in the order below: the later ones re
 process, shows its output as it comes, and replaces the block of docs/benchmarks.md between
 ``<!-- benchmark: NAME -->`` and ``<!-- /benchmark: NAME -->`` with the markdown tables it
 printed (its lines that start with ``|``).  A benchmark that misses an asserted target (it exits
-non-zero after printing its tables, with no Python traceback) has its block rewritten with what
-it measured, and makes this command exit 1; one that crashes (a traceback, a signal) or prints
-no table keeps its old block and makes this command exit 1.
+1 after printing its tables) has its block rewritten with what it measured and makes this
+command exit 1; one that crashes (an uncaught exception, told apart by ``benchmarks/_run.py``,
+which runs each script; a signal; bad arguments) or prints no table keeps its old block and
+makes this command exit 1.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import argparse
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -84,34 +84,24 @@ def replace_block(page: str, name: str, body: str) -> str:
     return pattern.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(2), page, count=1)
 
 
-def run(name: str) -> tuple[int, str, str]:
-    """Run one benchmark, echoing its output; returns its exit code, standard output and error."""
-    cmd = [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *BENCHMARKS[name]]
-    print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    errors: list[str] = []
-
-    def pump() -> None:  # standard error as it comes, beside the output (a full pipe would block the child)
-        for line in proc.stderr:
-            sys.stderr.write(line)
-            errors.append(line)
-
-    thread = threading.Thread(target=pump, daemon=True)
-    thread.start()
+def run(name: str) -> tuple[int, str]:
+    """Run one benchmark through ``benchmarks/_run.py``, echoing its output (its standard error
+    goes straight to ours); returns its exit code and standard output."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "_run.py"), str(ROOT / "benchmarks" / f"{name}.py"),
+           *BENCHMARKS[name]]
+    print(f"== {name}: {' '.join(cmd[2:])}", flush=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
     lines = []
     for line in proc.stdout:
         sys.stdout.write(line)
         lines.append(line)
-    code = proc.wait()
-    thread.join()
-    return code, "".join(lines), "".join(errors)
+    return proc.wait(), "".join(lines)
 
 
-def measured(code: int, body: str, errors: str) -> bool:
-    """Whether a benchmark's tables are its measurement: it printed some, and it either passed
-    or missed a target (a positive exit code, no Python traceback); not after a crash or a
-    signal."""
-    return bool(body) and (code == 0 or (code > 0 and "Traceback (most recent call last)" not in errors))
+def measured(code: int, body: str) -> bool:
+    """Whether a benchmark's tables are its measurement: it printed some, and it passed (0) or
+    missed a target (1); not after a crash (``_run.CRASHED``), bad arguments (2) or a signal."""
+    return bool(body) and code in (0, 1)
 
 
 def main(argv=None) -> int:
@@ -131,10 +121,10 @@ def main(argv=None) -> int:
     missed, failed = [], []
     for name in args.names or list(BENCHMARKS):
         t0 = time.perf_counter()
-        code, output, errors = run(name)
+        code, output = run(name)
         print(f"== {name}: exit {code} after {time.perf_counter() - t0:.0f} s", flush=True)
         body = tables(output)
-        if not measured(code, body, errors):
+        if not measured(code, body):
             failed.append(name)
             continue
         if code != 0:

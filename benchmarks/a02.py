@@ -7,8 +7,9 @@ examples/a02 if missing or on another grid), trains a reduced model with `mc2fmu
 run, rolls it out from the run's initial state over the 20 s and prints a table: point B0's
 largest distance from the benchmark's published ADAMS solution, for Exudyn and for the
 reduced model, the model's position NRMSE against Exudyn over all 81 bodies, the training
-seconds, and issue 42's targets.  Exits 1 when B0 is more than 5e-4 m from ADAMS or the whole
-train command took more than 60 s (the time with the defaults only).
+seconds, and issue 42's targets.  Exits 1 when B0 is more than 5e-4 m from ADAMS or, with the
+defaults (no option), the whole `mc2fmu train` command, run in a process of its own, took more
+than 60 s.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from examples import a02  # noqa: E402
+from benchmarks.train_accuracy import train_command  # noqa: E402
+from mc2fmu.models.artifact import load_artifact  # noqa: E402
 from mc2fmu.pipeline import train as fit  # noqa: E402
 from mc2fmu.reducers.autoencoder.config import TrainConfig  # noqa: E402
 
@@ -61,14 +64,19 @@ def main(argv=None) -> int:
     folder = ensure_data(ROOT / "examples", args.output_step)
     adams = a02.read_adams()
     model_dir = Path(args.out) / ("a02-autoencoder-w1" + "".join(f"-{k}{v:g}" for k, v in options.items()))
-    t0 = time.perf_counter()
-    def progress(entry):
-        if entry["stage"] == "lbfgs" and entry["iter"] % 500 == 0:
-            print(f"  L-BFGS {entry['iter']}: loss {entry['loss']:.2e}, {entry['elapsed']:.0f} s", file=sys.stderr)
+    defaults = not options and args.output_step == 1e-3  # issue 42's time target holds for these
+    if defaults:  # the command as a user runs it, timed whole (the interpreter's start and imports included)
+        fit_s = train_command(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], 1, (), model_dir)
+        art = load_artifact(model_dir)
+    else:
+        def progress(entry):
+            if entry["stage"] == "lbfgs" and entry["iter"] % 500 == 0:
+                print(f"  L-BFGS {entry['iter']}: loss {entry['loss']:.2e}, {entry['elapsed']:.0f} s", file=sys.stderr)
 
-    art = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=1, **options), model_dir,
-              progress=progress)
-    fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        art = fit(folder / "mechanism.toml", [folder / "runs" / "train.csv.gz"], TrainConfig(dof=1, **options),
+                  model_dir, progress=progress)
+        fit_s = time.perf_counter() - t0
     r = a02.model_b0(model_dir, folder)
     b0 = a02.b0_error(r["t"], r["B0"], adams)
     print("| bodies | coordinates | DOF | Exudyn B0 vs ADAMS m | model B0 vs ADAMS m | model NRMSE % (all bodies) "
@@ -77,11 +85,11 @@ def main(argv=None) -> int:
     print(f"| {len(art.layout.bodies)} | {art.layout.size} | 1 | {a02.b0_error(r['t'], r['exudyn_B0'], adams):.1e} | "
           f"{b0:.1e} | {100 * r['nrmse']:.3f} | {art.training['metrics']['train_seconds']:.0f} | {fit_s:.0f} "
           f"| {art.training['metrics']['lbfgs_iterations']} | {'yes' if b0 <= B0_TARGET else 'NO'} "
-          f"| {'yes' if fit_s <= FIT_TARGET_S else 'NO'} |")
+          f"| {('yes' if fit_s <= FIT_TARGET_S else 'NO') if defaults else '-'} |")
     problems = []
     if b0 > B0_TARGET:
         problems.append(f"the model's B0 is {b0:.1e} m from ADAMS, above the {B0_TARGET:g} m target")
-    if fit_s > FIT_TARGET_S and not options:  # a time target holds for the defaults
+    if fit_s > FIT_TARGET_S and defaults:
         problems.append(f"the whole train command took {fit_s:.0f} s, above the {FIT_TARGET_S:g} s target")
     for problem in problems:
         print(f"a02: {problem}", file=sys.stderr)

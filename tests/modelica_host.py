@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 #: the outputs' variables (of an export, or of one inside a system model: ``plant.crank_x``)
-OUTPUTS = re.compile(r"^(.*\.)?(envelope|kinetic_energy|potential_energy|mc2fmu_m[0-9]+|"
+OUTPUTS = re.compile(r"^(.*\.)?(envelope|kinetic_energy|potential_energy|mc2fmu_m[0-9]+|mc2fmu_env[0-9]+|"
                      r"[A-Za-z0-9_]*_(pol|pdet|qraw|qsign|x|y|z|qw|qx|qy|qz|vx|vy|vz|wx|wy|wz))$")
 ASSERT = re.compile(r"^\s*assert\(.*\);\s*\n", re.M)
 

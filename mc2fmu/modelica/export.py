@@ -526,7 +526,7 @@ def _envelope(src: _Source, art, inputs: list[str]) -> None:
     ``qd``, then the inputs)."""
     m = art.dof
     names = [f"q[{i + 1}]" for i in range(m)] + [f"qd[{i + 1}]" for i in range(m)] + list(inputs)
-    temps, lines = emit_modelica([envelope_traced(art.envelope)[1]], lambda name, i: names[i], "env_t")
+    temps, lines = emit_modelica([envelope_traced(art.envelope)[1]], lambda name, i: names[i], "mc2fmu_env")
     for t in temps:
         src.var(f"Real {t}", "a shared term of the envelope's distance")
     src.eq(*lines[:len(temps)], f"envelope = {lines[len(temps)]};")

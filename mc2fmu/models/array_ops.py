@@ -73,9 +73,12 @@ def _object_softplus(a):
 #: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
 #: the nodes' methods of their names; softplus, which numpy has not, is a node of its own
 def _object_maximum(a, b):
-    from .expr import maximum  # an expression node's max (a node); numbers' as numpy's
+    # an expression node's max (a node of expr.maximum, by the node's own max_of); numbers' as numpy's
+    def one(x, y):
+        node = x if hasattr(x, "max_of") else y if hasattr(y, "max_of") else None
+        return float(np.maximum(x, y)) if node is None else node.max_of(x, y)
 
-    return np.frompyfunc(maximum, 2, 1)(a, b)
+    return np.frompyfunc(one, 2, 1)(a, b)
 
 
 _OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus, "maximum": _object_maximum})
@@ -105,6 +108,15 @@ def _casadi_ops() -> SimpleNamespace:
 _CASADI: SimpleNamespace | None = None
 
 
+def _torch_maximum(a, b):
+    # a number on one side takes the tensor's dtype and device
+    import torch
+
+    like = a if isinstance(a, torch.Tensor) else b
+    return torch.maximum(torch.as_tensor(a, dtype=like.dtype, device=like.device),
+                         torch.as_tensor(b, dtype=like.dtype, device=like.device))
+
+
 def ops(a: Array) -> SimpleNamespace:
     """The library functions for ``a``'s array type (numpy, CasADi's symbols, or torch imported
     only for tensors)."""
@@ -127,7 +139,6 @@ def ops(a: Array) -> SimpleNamespace:
             stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
             zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),
             affine=torch.nn.functional.linear,
-            maximum=lambda a, b: torch.maximum(torch.as_tensor(a, dtype=torch.float64),
-                                               torch.as_tensor(b, dtype=torch.float64)),
+            maximum=_torch_maximum,
         )
     return _TORCH

@@ -52,10 +52,12 @@ def excursions(v, lower, upper) -> list:
 def distance_of(v, lower, upper):
     """The normalised distance outside the envelope: the largest of :func:`excursions`, the
     first at a tie (0 inside)."""
-    out = 0.0
+    out = None
     for e in excursions(v, lower, upper):
-        out = maximum(out, e)
-    return out
+        if isinstance(e, float) and e == 0.0:  # a channel without bounds
+            continue
+        out = e if out is None else maximum(out, e)
+    return 0.0 if out is None else out
 
 
 def traced(envelope: "Envelope") -> tuple[list, "expr.Expr"]:

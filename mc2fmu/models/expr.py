@@ -16,7 +16,7 @@ Equal subexpressions are one node (hash-consing), constants fold, and ``0 * a``,
 ``0 + a`` simplify, so a description may loop over sparse constant matrices without care.
 The C is written for the scalar type ``mc2fmu_real`` and the functions ``MC2FMU_SQRT``,
 ``MC2FMU_SIN``, ``MC2FMU_COS``, ``MC2FMU_TANH``, ``MC2FMU_EXP``, ``MC2FMU_ABS`` and
-``MC2FMU_(softplus)`` of the native FMU's dynamics header, which includes it once for
+``MC2FMU_(softplus)`` and ``MC2FMU_(max)`` of the native FMU's dynamics header, which includes it once for
 ``double`` and once for ``double _Complex`` (the directional derivatives by the complex step).
 """
 
@@ -164,6 +164,11 @@ class Expr:
     def softplus(self):
         return self._function("softplus")
 
+    @staticmethod
+    def max_of(a, b) -> "Expr":
+        """:func:`maximum` of two operands, at least one a node (numpy's object arrays call it)."""
+        return maximum(a, b)
+
 
 def _softplus(a: float) -> float:
     """torch's softplus (beta 1, threshold 20): the identity above 20."""
@@ -206,8 +211,9 @@ def maximum(a, b):
     """The larger of ``a`` and ``b``, ``a`` at a tie, elementwise: numbers, arrays, CasADi
     symbols, tensors or expressions (a ``max`` node; folded when both are constants).  Written
     ``MC2FMU_(max)`` in C, whose complex-step twin picks by the real parts (so the derivative is
-    the chosen side's), ``max`` in Modelica and Python.  A NaN is not ordered: numpy and CasADi
-    give NaN, the C and Python forms one of the two; callers decide finiteness first."""
+    the chosen side's), ``max`` in Modelica and Python.  A NaN is not ordered, and the forms
+    differ on one (numpy: NaN; CasADi's ``fmax``: the other operand; C: ``b``; Python: ``a``
+    unless ``b > a``): callers decide finiteness first."""
     if isinstance(a, Expr) or isinstance(b, Expr):
         a, b = Expr.wrap(a), Expr.wrap(b)
         if a.is_const() and b.is_const():
@@ -215,9 +221,9 @@ def maximum(a, b):
         if a is b:
             return a
         return Expr("max", (a, b))
-    like = b if isinstance(a, (int, float)) else a
-    if isinstance(like, (int, float)):
-        like = np.float64(like)
+    like = b if isinstance(a, (int, float, complex)) else a
+    if isinstance(like, (int, float, complex)):
+        like = np.asarray(like)
     return ops(like).maximum(a, b)
 
 
