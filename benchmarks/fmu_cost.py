@@ -5,8 +5,8 @@ against each other and the full Exudyn model.
 
 For each bundled mechanism the trained autoencoder model (`DIR/<name>-autoencoder-w1`, written
 by benchmarks/train_accuracy.py; trained here with the defaults where missing, e.g. the
-unknown-force mechanisms train_accuracy leaves out) is exported as an FMI 2.0 co-simulation FMU with the native
-and the python backend.  Measured on the held-out run (1 ms communication steps, the run's
+unknown-force mechanisms train_accuracy leaves out) is exported as an FMI 2.0 co-simulation
+FMU with the native and the python backend.  Measured on the held-out run (1 ms communication steps, the run's
 inputs):
 
 * C host: tests/c_host/host.c (dlopen + fmi2 calls, no Python in the process); per step

@@ -70,8 +70,6 @@ def _object_softplus(a):
                          1, 1)(a)
 
 
-#: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
-#: the nodes' methods of their names; softplus, which numpy has not, is a node of its own
 def _object_maximum(a, b):
     # an expression node's max (a node of expr.maximum, by the node's own max_of); numbers' as numpy's
     def one(x, y):
@@ -81,6 +79,8 @@ def _object_maximum(a, b):
     return np.frompyfunc(one, 2, 1)(a, b)
 
 
+#: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
+#: the nodes' methods of their names; softplus and maximum are nodes of their own
 _OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus, "maximum": _object_maximum})
 _TORCH: SimpleNamespace | None = None
 

@@ -1,9 +1,9 @@
 """A small scalar expression graph: maths written once in Python, evaluated on numbers or
 traced into a graph that is printed as C or Modelica.
 
-A description written with Python's arithmetic operators, :func:`sqrt` and :func:`maximum` (or numpy's
-``sqrt``, ``sin``, ``cos``, ``tanh`` on arrays of expressions, which call the nodes' methods of
-those names) runs unchanged on
+A description written with Python's arithmetic operators, :func:`sqrt` and :func:`maximum`
+(or numpy's ``sqrt``, ``sin``, ``cos``, ``tanh`` on arrays of expressions, which call the
+nodes' methods of those names) runs unchanged on
 
 * floats or numpy arrays (one value per sample: the run-time model, ``simulate``);
 * CasADi symbols (``SX``), whose own graph CasADi differentiates;
@@ -15,9 +15,10 @@ those names) runs unchanged on
 Equal subexpressions are one node (hash-consing), constants fold, and ``0 * a``, ``1 * a``,
 ``0 + a`` simplify, so a description may loop over sparse constant matrices without care.
 The C is written for the scalar type ``mc2fmu_real`` and the functions ``MC2FMU_SQRT``,
-``MC2FMU_SIN``, ``MC2FMU_COS``, ``MC2FMU_TANH``, ``MC2FMU_EXP``, ``MC2FMU_ABS`` and
-``MC2FMU_(softplus)`` and ``MC2FMU_(max)`` of the native FMU's dynamics header, which includes it once for
-``double`` and once for ``double _Complex`` (the directional derivatives by the complex step).
+``MC2FMU_SIN``, ``MC2FMU_COS``, ``MC2FMU_TANH``, ``MC2FMU_EXP``, ``MC2FMU_ABS``,
+``MC2FMU_(softplus)`` and ``MC2FMU_(max)`` of the native FMU's dynamics header, which includes
+it once for ``double`` and once for ``double _Complex`` (the directional derivatives by the
+complex step).
 """
 
 from __future__ import annotations

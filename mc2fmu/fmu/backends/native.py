@@ -11,14 +11,14 @@ other platforms compile the sources themselves.
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
 * ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h``, ``sources/mc2fmu_laws.h``,
-  ``sources/mc2fmu_envelope.h``, ``sources/mc2fmu_solve.h`` and ``sources/mc2fmu_mass.h`` are printed per model from the
-  run-time model's own Python (:func:`render_motion`: :mod:`mc2fmu.models.motion`;
-  :func:`render_terms`: :func:`mc2fmu.models.terms.traced`; :func:`render_laws`: the learned
-  spring laws, :func:`mc2fmu.models.spring_laws.traced`; :func:`render_envelope`: the
-  training envelope's distance, :func:`mc2fmu.models.envelope.traced`; :func:`render_solve`:
-  the reduced mass matrix's Cholesky solve, :func:`mc2fmu.models.manifold.cholesky_steps`;
-  for ``double`` and the
-  complex twin alike; :func:`render_mass`: a body's point mass block,
+  ``sources/mc2fmu_envelope.h``, ``sources/mc2fmu_solve.h`` and ``sources/mc2fmu_mass.h`` are
+  printed per model from the run-time model's own Python (:func:`render_motion`:
+  :mod:`mc2fmu.models.motion`; :func:`render_terms`: :func:`mc2fmu.models.terms.traced`;
+  :func:`render_laws`: the learned spring laws, :func:`mc2fmu.models.spring_laws.traced`;
+  :func:`render_envelope`: the training envelope's distance, :func:`mc2fmu.models.envelope.traced`;
+  :func:`render_solve`: the reduced mass matrix's Cholesky solve,
+  :func:`mc2fmu.models.manifold.cholesky_steps`; for ``double`` and the complex twin alike;
+  :func:`render_mass`: a body's point mass block,
   :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
   ``mc2fmu_fmi.h`` (the FMI functions both versions share) and ``mc2fmu_fmi2.c`` /
@@ -545,6 +545,14 @@ def render_mass(artifact) -> str:
         emit_c(traced_mass(), ctype="double"), "}", ""])
 
 
+def _printed_head(artifact, header: str, what: str, source: str, when: str = "") -> str:
+    """The opening comment of a header printed per model from ``source`` and included by
+    mc2fmu_dynamics.h for each scalar type (``when``: the condition of its inclusion)."""
+    return (f"/* {header}: {what} of the mc2fmu model '{artifact.mechanism.name}', printed by mc2fmu {__version__} "
+            f"from\n   {source}; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
+            f"(mc2fmu_real){when}. */\n")
+
+
 def render_laws(artifact) -> str:
     """``mc2fmu_laws.h``: the recorded springs' learned laws, ``MC2FMU_(law_elastic)(k, l)`` (the
     elastic tension ``g``) and ``MC2FMU_(law_damping)(k, l, ldot)`` (the learned damping ``h -
@@ -552,9 +560,7 @@ def render_laws(artifact) -> str:
     model's own evaluation, its weights constants), and ``MC2FMU_(law_potential)(k, d)``, the
     motion outputs' elastic potential of law ``k`` at its spring's vector ``d``, printed from
     :func:`mc2fmu.models.motion.traced_law_energy`.  An empty stub without laws."""
-    head = ("/* mc2fmu_laws.h: the learned spring laws of the mc2fmu model '{name}', printed by mc2fmu {version} "
-            "from\n   mc2fmu/models/spring_laws.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
-            "(mc2fmu_real). */\n").format(name=artifact.mechanism.name, version=__version__)
+    head = _printed_head(artifact, "mc2fmu_laws.h", "the learned spring laws", "mc2fmu/models/spring_laws.py")
     sp = manifold_model(artifact).springs
     laws = list(sp.laws.laws) if sp.laws is not None else []
     if not laws:
@@ -593,9 +599,8 @@ def render_terms(artifact) -> str:
     nonzero coefficient (as the pruned library the Modelica export and the header's ``NT``
     count: a zero-coefficient term's factor is never evaluated, so one that would not be finite
     cannot make the force NaN).  Only the head without identified terms."""
-    head = ("/* mc2fmu_terms.h: the identified terms of the mc2fmu model '{name}', printed by mc2fmu {version} "
-            "from\n   mc2fmu/models/terms.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
-            "(mc2fmu_real)\n   when MC2FMU_NT > 0. */\n").format(name=artifact.mechanism.name, version=__version__)
+    head = _printed_head(artifact, "mc2fmu_terms.h", "the identified terms", "mc2fmu/models/terms.py",
+                         "\n   when MC2FMU_NT > 0")
     model = manifold_model(artifact)
     lib = active_terms(model.library)
     if lib is None:
@@ -619,9 +624,7 @@ def render_envelope(artifact) -> str:
     ``v = (q, qd, u)``, printed from :func:`mc2fmu.models.envelope.traced`; the complex-step
     twin gives the distance's directional derivative."""
     channels, distance = envelope_traced(artifact.envelope)
-    head = ("/* mc2fmu_envelope.h: the training envelope of the mc2fmu model '{name}', printed by mc2fmu {version} "
-            "from\n   mc2fmu/models/envelope.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
-            "(mc2fmu_real). */\n").format(name=artifact.mechanism.name, version=__version__)
+    head = _printed_head(artifact, "mc2fmu_envelope.h", "the training envelope", "mc2fmu/models/envelope.py")
     return head + "\n".join([
         "/* ex[c] = channel c's excursion beyond the envelope, in training spans (mc2fmu.models.envelope.excursions) */",
         "MC2FMU_STATIC void MC2FMU_(envelope_channels)(const mc2fmu_real *v, mc2fmu_real *ex) {",
@@ -639,9 +642,7 @@ def render_solve(artifact) -> str:
     m = artifact.dof
     A, b = expr_inputs("A", m * m), expr_inputs("b", m)
     y = cholesky_steps(lambda i, j: A[i * m + j], lambda i: b[i], m, expr_sqrt)
-    head = ("/* mc2fmu_solve.h: the reduced systems' solve of the mc2fmu model '{name}', printed by mc2fmu {version} "
-            "from\n   mc2fmu/models/manifold.py; do not edit.  Included by mc2fmu_dynamics.h for each scalar type "
-            "(mc2fmu_real). */\n").format(name=artifact.mechanism.name, version=__version__)
+    head = _printed_head(artifact, "mc2fmu_solve.h", "the reduced systems' solve", "mc2fmu/models/manifold.py")
     return head + "\n".join([
         "/* y = A^-1 b, A small SPD: the unrolled Cholesky of mc2fmu.models.manifold.cholesky_steps */",
         "MC2FMU_STATIC void MC2FMU_(cholesky_solve)(const mc2fmu_real *A, const mc2fmu_real *b, mc2fmu_real *y) {",
