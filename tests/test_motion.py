@@ -297,10 +297,13 @@ def test_a_learned_laws_potential_is_the_engines_spring_energy(trained, referenc
     """macpherson_nl's strut is progressive (1400 s + 6e5 s^3 N, Exudyn's own spring); the model
     knows only its exported tension, from which it learned the law.  On the engine's poses of
     the training run, the potential energy output (gravity, the file's linear part and the
-    learned law's quadrature of g) equals the engine's gravity plus the true spring's 1/2 k s^2 +
+    learned law's potential) equals the engine's gravity plus the true spring's 1/2 k s^2 +
     1/4 c3 s^4 up to a constant, within 1 % of the largest kinetic energy; without the law's
-    term it is 10x further off (the comparison means something); and the quadrature equals
-    adaptive quadrature of the law's g (scipy) to 1e-9 J over the recorded lengths (1.7 J at most)."""
+    term it is 10x further off (the comparison means something); and the law's potential (the
+    learnt one, and a law saved before as g with its quadrature) equals adaptive quadrature of
+    its g (scipy) to 1e-9 J over the recorded lengths (1.7 J at most)."""
+    from dataclasses import replace
+
     from scipy.integrate import quad
 
     from examples import reference
@@ -328,19 +331,23 @@ def test_a_learned_laws_potential_is_the_engines_spring_energy(trained, referenc
     assert off(out[:, -1]) <= 1e-2 * ke
     assert off(linear_only[:, -1]) >= 10 * off(out[:, -1])
     law = springs.laws.laws[0]
+    assert law.form == "potential"
     lengths = np.linalg.norm(np.einsum("ij,tj->ti", springs.D[0], x) + springs.e[0], axis=1)
-    for length in np.linspace(lengths.min(), lengths.max(), 9):
-        g = lambda v: float(law.elastic(np.array([v]))[0])  # noqa: E731
-        exact = quad(g, float(law.norm[0]), length, epsabs=1e-13, epsrel=1e-13)[0]
-        assert abs(float(law.potential(np.array([length]))[0]) - exact) <= 1e-9
+    # the learnt potential, and the quadrature of a law saved before (its network read as g)
+    for each in (law, replace(law, form="tension")):
+        for length in np.linspace(lengths.min(), lengths.max(), 9):
+            g = lambda v: float(each.elastic(np.array([v]))[0])  # noqa: E731
+            exact = quad(g, float(each.norm[0]), length, epsabs=1e-13, epsrel=1e-13)[0]
+            assert abs(float(each.potential(np.array([length]))[0]) - exact) <= 1e-9
 
 
 def test_two_learned_laws_on_two_springs_in_the_native_fmu(trained, tmp_path):
-    """The native C picks each spring's law (mc2fmu_law_of_spring) and prints one quadrature
+    """The native C picks each spring's law (mc2fmu_law_of_spring) and prints one potential
     per law: macpherson_nl with its strut doubled (a second spring, its law on spring 1: the
-    first law with its tensions scaled by 1.5) gives numpy's motion outputs to 1e-12, compiles without
-    a warning, and each law's potential is in the energy (against the model with none), in
-    simulate's outputs too."""
+    first law with its tensions scaled by 1.5, saved in the form of models before learnt
+    potentials, its network read as g and its potential a quadrature) gives numpy's motion
+    outputs to 1e-12, compiles without a warning, and each law's potential is in the energy
+    (against the model with none), in simulate's outputs too."""
     from dataclasses import replace
 
     from mc2fmu.fmu.export import export_fmu
@@ -350,13 +357,15 @@ def test_two_learned_laws_on_two_springs_in_the_native_fmu(trained, tmp_path):
 
     art = load_artifact(trained("macpherson_nl")[0])
     sp, law = art.model.springs, art.model.springs.laws.laws[0]
-    second = replace(law, spring=1, norm=np.asarray(law.norm, dtype=float) * np.array([1.0, 1.0, 1.0, 1.5, 1.0]))
+    second = replace(law, spring=1, norm=np.asarray(law.norm, dtype=float) * np.array([1.0, 1.0, 1.0, 1.5, 1.0]),
+                     form="tension")
     two = lambda a: np.concatenate([a, a])  # noqa: E731
     springs = replace(sp, D=two(sp.D), e=two(sp.e), k=two(sp.k), c=two(sp.c), L0=two(sp.L0),
                       laws=replace(sp.laws, laws=(law, second), n_springs=2))
     mech = replace(art.mechanism, springs=(art.mechanism.springs[0], replace(art.mechanism.springs[0], name="strut_b")))
     model_dir = save_artifact(tmp_path / "two-laws", replace(art, mechanism=mech, model=replace(art.model, springs=springs)))
     two_art = load_artifact(model_dir)
+    assert [each.form for each in two_art.model.springs.laws.laws] == ["potential", "tension"]
     summary = export_fmu(model_dir, tmp_path / "two.fmu", "native", 2, "me")
     assert summary["compiler_warnings"] == []
     points = sample_points(two_art.envelope, two_art.model, 4, seed=3)

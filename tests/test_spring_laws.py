@@ -166,6 +166,29 @@ def test_corrupt_law_arrays_are_refused(law_model, tmp_path):
         load_artifact(bad)
 
 
+def test_a_laws_form_is_read_from_the_file(law_model, tmp_path):
+    """A law is saved with its form: training writes ``potential``; a file without one (a
+    model saved before learnt potentials) reads its network as ``g`` (``tension``), and an
+    unknown form is refused, naming the law and the forms."""
+    import json
+
+    from mc2fmu.models.artifact import load_artifact
+
+    def edited(name, change):
+        out = tmp_path / name
+        shutil.copytree(law_model[0], out)
+        doc = json.loads((out / "model.json").read_text())
+        change(doc["model"]["spring_laws"]["springs"][0])
+        (out / "model.json").write_text(json.dumps(doc))
+        return out
+
+    assert load_artifact(law_model[0]).model.springs.laws.laws[0].form == "potential"
+    older = load_artifact(edited("older", lambda e: e.pop("form")))
+    assert older.model.springs.laws.laws[0].form == "tension"
+    with pytest.raises(ModelError, match="spring law 0: form 'spline' is not one of potential, tension"):
+        load_artifact(edited("bad", lambda e: e.update(form="spline")))
+
+
 # ---------------------------------------------------------------------------- the file contract
 
 

@@ -36,7 +36,7 @@ _NUMPY = SimpleNamespace(
     sigmoid=lambda a: 1.0 / (1.0 + np.exp(-a)), softplus=_np_softplus,
     stack=lambda xs, axis: np.stack(xs, axis=axis), movedim=np.moveaxis,
     zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
-    affine=lambda z, W, b: z @ W.T + b, maximum=np.maximum,
+    affine=lambda z, W, b: z @ W.T + b, linear=lambda z, W: z @ W.T, maximum=np.maximum,
 )
 
 
@@ -101,6 +101,7 @@ def _casadi_ops() -> SimpleNamespace:
         # torch's softplus (beta 1, threshold 20), as _np_softplus
         softplus=lambda a: ca.if_else(a > 20.0, a, ca.log1p(ca.exp(ca.fmin(a, 20.0)))),
         stack=stack, affine=lambda z, W, b: ca.mtimes(z, ca.DM(np.asarray(W).T)) + ca.DM(np.asarray(b)).T,
+        linear=lambda z, W: ca.mtimes(z, ca.DM(np.asarray(W).T)),
         maximum=ca.fmax,
     )
 
@@ -138,7 +139,7 @@ def ops(a: Array) -> SimpleNamespace:
             sigmoid=torch.sigmoid, softplus=torch.nn.functional.softplus,
             stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
             zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),
-            affine=torch.nn.functional.linear,
+            affine=torch.nn.functional.linear, linear=torch.nn.functional.linear,
             maximum=_torch_maximum,
         )
     return _TORCH

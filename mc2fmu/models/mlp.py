@@ -103,6 +103,19 @@ def mlp_jh(layers, activation: Activation, z, Jz, Hz):
     return z, Jz, Hz
 
 
+def mlp_slope(layers, activation: Activation, z):
+    """An MLP of one input: its value (B, o) and derivative along the input (B, o) at ``z``
+    (B, 1), the derivative propagated forward beside the value (``da = W dz``, ``dz = s'(a)
+    da``).  Plain products and sums, so it runs on every array type (CasADi's rows and traced
+    expressions included) and torch differentiates it for training."""
+    o = ops(z)
+    dz = np.ones(z.shape) if isinstance(z, np.ndarray) else z * 0.0 + 1.0  # numbers, not nodes, in a trace
+    for k, (W, b) in enumerate(layers):
+        z, dz = o.affine(z, W, b), o.linear(dz, W)
+        if k < len(layers) - 1:
+            z, d1, _ = activation.all(z)
+            dz = d1 * dz
+    return z, dz
 
 @dataclass(frozen=True)
 class MLPWeights:

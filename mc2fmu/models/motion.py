@@ -22,7 +22,7 @@ local-PCA model's of its decoded motion).
 * ``potential_energy`` (J): gravity's ``-sum_b m_b g . r_com,b`` (``= -f_g . x``, relative to
   the global origin) plus each spring's ``k (l - L0)^2 / 2``, plus for a recorded spring its
   learned law's elastic potential ``int g dl`` from the recorded lengths' mean
-  (:func:`law_energy`, Gauss-Legendre quadrature of the law's own ``g``; its damping has none).
+  (:func:`law_energy`, the law's learnt potential; its damping has none).
   Identified terms (``--identify``) add none.
 """
 
@@ -210,14 +210,19 @@ def traced_parts() -> tuple[list, "expr.Expr"]:
 
 
 def traced_law_energy(law) -> tuple[list, "expr.Expr"]:
-    """:func:`law_energy` of ``law`` in two graphs, what the native FMU's C prints per law
-    (``MC2FMU_(law_potential)``, which evaluates ``g`` between them through the law's own
-    function, so the law's network is printed once): the quadrature's node lengths of the
-    leaves ``d`` (3), and the potential of the leaves ``d`` and ``g`` (``g`` at those nodes)."""
+    """:func:`law_energy` of ``law`` as the native FMU's C prints it per law
+    (``MC2FMU_(law_potential)``): a learnt potential (``form = "potential"``) is one graph of the
+    leaves ``d`` (3), returned with no nodes; a ``"tension"`` law's quadrature is two graphs, so
+    that the C evaluates ``g`` between them through the law's own function (its network printed
+    once): the quadrature's node lengths of the leaves ``d``, and the potential of the leaves
+    ``d`` and ``g`` (``g`` at those nodes)."""
     from .spring_laws import POTENTIAL_NODES
 
     expr.clear()
-    length = spring_length(expr.inputs("d", 3))
+    d = expr.inputs("d", 3)
+    if law.form != "tension":
+        return [], expr.Expr.wrap(law_energy(law, d))
+    length = spring_length(d)
     nodes = [expr.Expr.wrap(v) for v in law.potential_nodes(length)]
     total = expr.Expr.wrap(law.potential_sum(length, expr.inputs("g", POTENTIAL_NODES)))
     return nodes, total

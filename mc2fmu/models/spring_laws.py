@@ -12,9 +12,12 @@ element's own coordinates,
 the learned remainder may soften the given damper (a digressive one) but never make it active.
 Then:
 
-* the elastic part depends on ``l`` alone, so it has a potential (``U(l) = int (k (l - L0) +
-  g) dl``): the element is conservative by construction; the motion outputs' potential
-  energy adds ``int g dl`` by quadrature (:meth:`SpringLaw.potential`);
+* the elastic part depends on ``l`` alone and is learnt as a potential: the network is
+  ``V(z)``, ``g = dV/dl`` is propagated beside its value (:func:`~mc2fmu.models.mlp.mlp_slope`),
+  so the element is conservative by construction and the motion outputs' potential energy
+  adds ``V`` itself, one network evaluation (:meth:`SpringLaw.potential`).  Models saved
+  before (``form = "tension"``) hold ``g`` as the network; their potential is a quadrature of
+  it;
 * the damper's power ``-ldot^2 h <= 0``: it never generates energy, by construction;
 * the reduced dynamics project it like any spring, ``J^T f_spring(x, J qdot)``: the law holds in
   every configuration, not only along the training path.
@@ -37,13 +40,18 @@ from typing import Any
 import numpy as np
 
 from .array_ops import ops
-from .mlp import MLPWeights, get_activation, mlp
+from .mlp import MLPWeights, get_activation, mlp, mlp_slope
 
 #: hidden widths of g and h as training makes them (every target takes laws of any widths: they
 #: are printed from :func:`traced`)
 HIDDEN = (16, 16)
 
-#: Gauss-Legendre nodes of the elastic potential :meth:`SpringLaw.potential`.  Measured on the
+#: the forms of a law's elastic network: ``"potential"`` (what training makes): the network is
+#: the potential ``V`` on ``z`` in units of ``norm[3] norm[1]``, ``g = dV/dl``; ``"tension"``
+#: (models saved before): the network is ``g`` in units of ``norm[3]``
+FORMS = ("potential", "tension")
+
+#: Gauss-Legendre nodes of the potential of a ``"tension"`` law (:meth:`SpringLaw.potential`).  Measured on the
 #: MacPherson strut's law against adaptive quadrature: 4e-9 J inside +-3 standard deviations of
 #: the recorded lengths (1e-9 of the potential there), 7e-6 J at +-8; 24 nodes: 4e-13 and 4e-8 J,
 #: 12 nodes: 5e-7 and 2e-4 J
@@ -63,13 +71,22 @@ class SpringLaw:
     ``norm[4]`` is the mechanism file's damping ``c`` (the learned damping is ``h - c``)."""
 
     spring: int  # index into the mechanism's springs
-    g: MLPWeights
+    g: MLPWeights  # the elastic network: V or g, by ``form``
     h: MLPWeights
-    norm: Any  # (4,): l_mean, l_scale, ldot_scale, T_scale (an array or a tensor)
+    norm: Any  # (5,): l_mean, l_scale, ldot_scale, T_scale, c (an array or a tensor)
+    form: str = "potential"  # one of FORMS
+
+    def _z(self, length):
+        z = (length - self.norm[0]) / self.norm[1]
+        return ops(z).stack([z], 1)
 
     def elastic(self, length):
-        z = (length - self.norm[0]) / self.norm[1]
-        return mlp(self.g.layers, get_activation(self.g.activation), ops(z).stack([z], 1))[:, 0] * self.norm[3]
+        """The elastic tension ``g(l)`` (N): ``dV/dl`` of the learnt potential (or the network
+        itself, ``form = "tension"``)."""
+        act = get_activation(self.g.activation)
+        if self.form == "tension":
+            return mlp(self.g.layers, act, self._z(length))[:, 0] * self.norm[3]
+        return mlp_slope(self.g.layers, act, self._z(length))[1][:, 0] * self.norm[3]
 
     def total_damping(self, length, ldot):
         """The element's damping coefficient ``h(l, ldot) >= 0`` (N s/m), the given ``c`` included."""
@@ -86,14 +103,17 @@ class SpringLaw:
         return self.elastic(length) + ldot * self.damping(length, ldot)
 
     def potential(self, length):
-        """The elastic part's potential ``U_g(l) = int g dl`` from the recorded lengths' mean
-        ``norm[0]`` to ``l`` (J; the linear part's ``k (l - L0)^2 / 2`` is the spring's own):
-        :data:`POTENTIAL_NODES`-point Gauss-Legendre quadrature on ``[norm[0], l]``.  The same
-        arithmetic on every array type, so every target's motion outputs add it alike
-        (:func:`mc2fmu.models.motion.law_energy`); the native C evaluates ``g`` at
-        :meth:`potential_nodes` through the law's own function and sums by
-        :meth:`potential_sum`."""
-        return self.potential_sum(length, [self.elastic(node) for node in self.potential_nodes(length)])
+        """The elastic part's potential ``U_g(l) = int g dl`` (J; the linear part's ``k (l -
+        L0)^2 / 2`` is the spring's own), zero at the recorded lengths' mean ``norm[0]``: the
+        learnt ``V`` itself (fitting sets ``V(0) = 0``); for a ``"tension"`` law a
+        :data:`POTENTIAL_NODES`-point Gauss-Legendre quadrature of ``g`` on ``[norm[0], l]``
+        (the native C evaluates ``g`` at :meth:`potential_nodes` through the law's own function
+        and sums by :meth:`potential_sum`).  The same arithmetic on every array type, so every
+        target's motion outputs add it alike (:func:`mc2fmu.models.motion.law_energy`)."""
+        if self.form == "tension":
+            return self.potential_sum(length, [self.elastic(node) for node in self.potential_nodes(length)])
+        V = mlp(self.g.layers, get_activation(self.g.activation), self._z(length))[:, 0]
+        return V * (self.norm[3] * self.norm[1])
 
     def potential_nodes(self, length) -> list:
         """The quadrature's nodes ``norm[0] + (l - norm[0]) (1 + xi) / 2``."""
@@ -131,7 +151,7 @@ class SpringLaws:
         def weights(w: MLPWeights) -> MLPWeights:
             return MLPWeights(tuple(convert(a) for a in w.weights), tuple(convert(a) for a in w.biases), w.activation)
 
-        return SpringLaws(tuple(SpringLaw(law.spring, weights(law.g), weights(law.h), convert(law.norm))
+        return SpringLaws(tuple(SpringLaw(law.spring, weights(law.g), weights(law.h), convert(law.norm), law.form)
                                 for law in self.laws), self.n_springs)
 
     # -------------------------------------------------------------- saving
@@ -140,7 +160,7 @@ class SpringLaws:
         params, arrays = {"springs": [], "activation": "tanh"}, {}
         for law in self.laws:
             s = law.spring
-            params["springs"].append({"spring": s, "g": law.g.widths, "h": law.h.widths,
+            params["springs"].append({"spring": s, "g": law.g.widths, "h": law.h.widths, "form": law.form,
                                       "g_activation": law.g.activation, "h_activation": law.h.activation})
             arrays[f"law{s}.norm"] = np.asarray(law.norm, dtype=np.float64)
             for name, w in (("g", law.g), ("h", law.h)):
@@ -184,7 +204,10 @@ class SpringLaws:
                 return MLPWeights(tuple(arrays[f"law{s}.{name}.W{i}"] for i in range(n)),
                                   tuple(arrays[f"law{s}.{name}.b{i}"] for i in range(n)), own)
 
-            laws.append(SpringLaw(s, weights("g"), weights("h"), norm))
+            form = str(entry.get("form", "tension"))  # a file before learnt potentials: g is the network
+            if form not in FORMS:
+                raise ValueError(f"spring law {s}: form '{form}' is not one of {', '.join(FORMS)}")
+            laws.append(SpringLaw(s, weights("g"), weights("h"), norm, form))
         return cls(tuple(laws), n_springs)
 
 
@@ -193,7 +216,8 @@ class SpringLaws:
 
 def fit_laws(springs, mechanism_springs, x: np.ndarray, xd: np.ndarray, tension: np.ndarray,
              samples: int = 4000, iterations: int = 1500, seed: int = 0) -> tuple[SpringLaws, dict]:
-    """Fit every recorded spring's remainder ``T - (k (l - L0) + c ldot)`` on (``l``, ``ldot``)
+    """Fit every recorded spring's remainder ``T - (k (l - L0) + c ldot)`` (its elastic part as
+    the slope of a potential, ``form = "potential"``) on (``l``, ``ldot``)
     of the data (``x``, ``xd`` (n_t, n), the recorded ``tension`` (n_t, n_recorded) in mechanism
     order) by L-BFGS on the mean squared tension error; returns the laws and each one's rms
     residual relative to the recorded tension's rms."""
@@ -233,7 +257,7 @@ def fit_laws(springs, mechanism_springs, x: np.ndarray, xd: np.ndarray, tension:
         opt.step(closure)
         with torch.no_grad():
             resid = (law_of(nets).tension(L, V) - Tt).numpy()
-        law = SpringLaw(s, _numpy_weights(nets[0]), _numpy_weights(nets[1]), norm)
+        law = SpringLaw(s, _zero_at_mean(_numpy_weights(nets[0])), _numpy_weights(nets[1]), norm)
         laws.append(law)
         report[sp.name] = float(np.sqrt(np.mean(resid**2)) / norm[3])
     return SpringLaws(tuple(laws), len(mechanism_springs)), report
@@ -254,6 +278,13 @@ def _net(widths, gen):
 
 def _torch_weights(net) -> MLPWeights:
     return MLPWeights(tuple(layer.weight for layer in net), tuple(layer.bias for layer in net), "tanh")
+
+
+def _zero_at_mean(V: MLPWeights) -> MLPWeights:
+    """The potential network ``V`` shifted to ``V(0) = 0`` (its output bias): the potential is
+    zero at the recorded lengths' mean, as a quadrature from there gives."""
+    v0 = mlp(V.layers, get_activation(V.activation), np.zeros((1, 1)))[0, 0]
+    return MLPWeights(V.weights, V.biases[:-1] + (V.biases[-1] - v0,), V.activation)
 
 
 def _numpy_weights(net) -> MLPWeights:

@@ -578,16 +578,21 @@ def render_laws(artifact) -> str:
                      "    }"]
         code += ["    }", "    return out[0];", "}", ""]
     # the motion outputs' potential energy of law k at the spring's vector d: printed from
-    # mc2fmu.models.motion.traced_law_energy (the quadrature of the law's own g; g by law_elastic)
+    # mc2fmu.models.motion.traced_law_energy (the learnt potential, or the quadrature of a
+    # "tension" law's g, g by law_elastic)
+    quadrature = any(law.form == "tension" for law in laws)
     code += ["MC2FMU_STATIC MC2FMU_UNUSED mc2fmu_real MC2FMU_(law_potential)(int k, const mc2fmu_real *d) {",
-             f"    mc2fmu_real nodes[{POTENTIAL_NODES}], g[{POTENTIAL_NODES}], out[1];", "    int i;",
-             "    out[0] = 0.0;", "    switch (k) {"]
+             f"    mc2fmu_real nodes[{POTENTIAL_NODES}], g[{POTENTIAL_NODES}], out[1];" if quadrature
+             else "    mc2fmu_real out[1];"]
+    code += ["    int i;"] if quadrature else []
+    code += ["    out[0] = 0.0;", "    switch (k) {"]
     for k, law in enumerate(laws):
         nodes, total = motion_law_energy(law)
-        code += [f"    case {k}: {{ /* spring {law.spring} */", "        {",
-                 emit_c(nodes, out="nodes", indent="            "), "        }",
-                 f"        for (i = 0; i < {POTENTIAL_NODES}; i++) g[i] = MC2FMU_(law_elastic)(k, nodes[i]);",
-                 "        {", emit_c([total], indent="            "), "        }", "        break;", "    }"]
+        code += [f"    case {k}: {{ /* spring {law.spring} */"]
+        if nodes:
+            code += ["        {", emit_c(nodes, out="nodes", indent="            "), "        }",
+                     f"        for (i = 0; i < {POTENTIAL_NODES}; i++) g[i] = MC2FMU_(law_elastic)(k, nodes[i]);"]
+        code += ["        {", emit_c([total], indent="            "), "        }", "        break;", "    }"]
     code += ["    }", "    return out[0];", "}", ""]
     return "\n".join(code)
 
