@@ -203,7 +203,8 @@ def test_artifact_round_trip_is_exact(model_dir, tmp_path):
     assert again.model.resources == art.model.resources
 
 
-@pytest.mark.parametrize("version, fragment", [(1, "earlier mc2fmu"), (3, "newer mc2fmu; upgrade")])
+@pytest.mark.parametrize("version, fragment", [(1, "earlier mc2fmu"), (4, "newer mc2fmu; upgrade"),
+                                               (True, "newer mc2fmu; upgrade")])
 def test_artifact_reader_refuses_other_versions(model_dir, tmp_path, version, fragment):
     d = _copy(model_dir, tmp_path)
     _edit_json(d, lambda m: m.update(version=version))

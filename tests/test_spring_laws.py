@@ -167,26 +167,50 @@ def test_corrupt_law_arrays_are_refused(law_model, tmp_path):
 
 
 def test_a_laws_form_is_read_from_the_file(law_model, tmp_path):
-    """A law is saved with its form: training writes ``potential``; a file without one (a
-    model saved before learnt potentials) reads its network as ``g`` (``tension``), and an
-    unknown form is refused, naming the law and the forms."""
+    """A law is saved with its form: training writes ``potential`` with its quadratic
+    coefficient, in model format version 3 (an mc2fmu that reads version 2 refuses it rather
+    than take the potential for the tension); a version-2 file without a form (a model saved
+    before learnt potentials) reads its network as ``g`` (``tension``), and an unknown form is
+    refused, naming the law and the forms."""
     import json
 
     from mc2fmu.models.artifact import load_artifact
 
-    def edited(name, change):
+    def edited(name, change, drop_quad=False):
         out = tmp_path / name
         shutil.copytree(law_model[0], out)
         doc = json.loads((out / "model.json").read_text())
         change(doc["model"]["spring_laws"]["springs"][0])
+        if drop_quad:
+            doc["version"] = 2
+            doc["arrays"].pop("law0.quad")
+            with np.load(out / "arrays.npz") as z:
+                arrays = {k: z[k] for k in z.files if k != "law0.quad"}
+            np.savez(out / "arrays.npz", **arrays)
         (out / "model.json").write_text(json.dumps(doc))
         return out
 
-    assert load_artifact(law_model[0]).model.springs.laws.laws[0].form == "potential"
-    older = load_artifact(edited("older", lambda e: e.pop("form")))
+    assert json.loads((law_model[0] / "model.json").read_text())["version"] == 3
+    law = load_artifact(law_model[0]).model.springs.laws.laws[0]
+    assert law.form == "potential" and law.quad.shape == (1,)
+    older = load_artifact(edited("older", lambda e: e.pop("form"), drop_quad=True))
     assert older.model.springs.laws.laws[0].form == "tension"
     with pytest.raises(ModelError, match="spring law 0: form 'spline' is not one of potential, tension"):
         load_artifact(edited("bad", lambda e: e.update(form="spline")))
+
+
+def test_the_learnt_force_keeps_growing_beyond_the_recorded_lengths(fitted):
+    """Far beyond the recorded lengths the network's slope fades (tanh), and a potential of the
+    network alone would leave the strut without force; the quadratic part keeps the elastic
+    tension growing with the stretch, monotonic from 3 to 8 standard deviations both ways and
+    more than doubling between them (the engine's progressive spring grows faster still)."""
+    laws, _ = fitted
+    (law,) = laws.laws
+    m, sd = float(law.norm[0]), float(law.norm[1])
+    k = np.array([3.0, 4.0, 5.0, 6.0, 8.0])
+    up, down = law.elastic(m + k * sd), law.elastic(m - k * sd)
+    assert np.all(np.diff(up) > 0) and np.all(np.diff(down) < 0)
+    assert up[-1] > 2 * up[0] > 0 and down[-1] < 2 * down[0] < 0  # more than doubles from 3 to 8
 
 
 # ---------------------------------------------------------------------------- the file contract

@@ -44,7 +44,13 @@ from .simulate import unwrap_angles
 from .model import MODEL_KINDS, ReducedModel
 
 FORMAT = "mc2fmu-model"
-FORMAT_VERSION = 2
+#: the newest format version, and every one this mc2fmu reads.  A model is written in the
+#: oldest version that holds it (:func:`format_version`), so an earlier mc2fmu reads what it can
+#: read right and refuses the rest ("written by a newer mc2fmu; upgrade"): 3 is 2 plus learned
+#: spring laws learnt as potentials (``form = "potential"``), whose network version 2 would take
+#: for the tension
+FORMAT_VERSION = 3
+READ_VERSIONS = (2, 3)
 FILES = ("model.json", "arrays.npz")
 RETRAIN = "re-create it with `mc2fmu train`"
 
@@ -233,10 +239,17 @@ def build_artifact(reducer: str, model: ReducedModel, dataset, coordinates=(), t
                          tuple(coordinates), envelope, initial, info, model, {**_versions(), **(versions or {})})
 
 
+def format_version(model) -> int:
+    """The oldest format version that holds ``model`` (see :data:`FORMAT_VERSION`)."""
+    springs = getattr(model, "springs", None)
+    laws = getattr(springs, "laws", None)
+    return 3 if laws is not None and any(law.form == "potential" for law in laws.laws) else 2
+
+
 def to_json(art: ModelArtifact) -> dict[str, Any]:
     params, arrays = art.model.to_saved()
     return json_safe({
-        "format": FORMAT, "version": FORMAT_VERSION, "reducer": art.reducer, "kind": art.model.kind,
+        "format": FORMAT, "version": format_version(art.model), "reducer": art.reducer, "kind": art.model.kind,
         "mechanism": art.mechanism.to_dict(), "layout": art.layout.to_dict(), "dof": art.dof, "dt": art.dt,
         "angles": list(art.angles), "coordinates": list(art.coordinates), "envelope": art.envelope.to_dict(),
         "initial_state": art.initial_state.to_dict(), "training": art.training, "versions": art.versions,
@@ -339,12 +352,13 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise ModelError(f"{mj}: format is {got!r}, expected {FORMAT!r}: not an mc2fmu model directory")
     version = meta.get("version")
-    if version != FORMAT_VERSION:
-        if isinstance(version, int) and version < FORMAT_VERSION:
+    if version not in READ_VERSIONS or isinstance(version, bool):
+        if isinstance(version, int) and not isinstance(version, bool) and version < min(READ_VERSIONS):
             fix = f"it was written by an earlier mc2fmu; {RETRAIN} (the same command and data give the same model)"
         else:
             fix = "it was written by a newer mc2fmu; upgrade mc2fmu"
-        raise ModelError(f"{mj}: model format version {version!r}, this mc2fmu reads version {FORMAT_VERSION}: {fix}")
+        reads = " and ".join(str(v) for v in READ_VERSIONS)
+        raise ModelError(f"{mj}: model format version {version!r}, this mc2fmu reads versions {reads}: {fix}")
     problems = []
     for key, (typ, what) in _SCHEMA.items():
         if key not in meta:

@@ -117,6 +117,7 @@ def mlp_slope(layers, activation: Activation, z):
             dz = d1 * dz
     return z, dz
 
+
 @dataclass(frozen=True)
 class MLPWeights:
     """An MLP's weights, ``W`` (out, in) and ``b`` (out,) per layer, and its activation."""

@@ -12,12 +12,13 @@ element's own coordinates,
 the learned remainder may soften the given damper (a digressive one) but never make it active.
 Then:
 
-* the elastic part depends on ``l`` alone and is learnt as a potential: the network is
-  ``V(z)``, ``g = dV/dl`` is propagated beside its value (:func:`~mc2fmu.models.mlp.mlp_slope`),
-  so the element is conservative by construction and the motion outputs' potential energy
-  adds ``V`` itself, one network evaluation (:meth:`SpringLaw.potential`).  Models saved
-  before (``form = "tension"``) hold ``g`` as the network; their potential is a quadrature of
-  it;
+* the elastic part depends on ``l`` alone and is learnt as a potential: the network ``V(z)``
+  plus ``quad z^2 / 2``, ``g`` its derivative, the network's propagated beside its value
+  (:func:`~mc2fmu.models.mlp.mlp_slope`), so the element is conservative by construction and
+  the motion outputs' potential energy adds the potential itself, one network evaluation
+  (:meth:`SpringLaw.potential`); the quadratic part keeps ``g`` growing beyond the recorded
+  lengths, where the network's slope fades.  Models saved before (``form = "tension"``) hold
+  ``g`` as the network; their potential is a quadrature of it;
 * the damper's power ``-ldot^2 h <= 0``: it never generates energy, by construction;
 * the reduced dynamics project it like any spring, ``J^T f_spring(x, J qdot)``: the law holds in
   every configuration, not only along the training path.
@@ -65,16 +66,27 @@ def _softplus(a):
 
 @dataclass(frozen=True)
 class SpringLaw:
-    """One recorded spring's learned remainder: ``g`` (1 -> 1) on ``z = (l - norm[0]) / norm[1]``
-    and ``h`` (3 -> 1) on ``z``, ``w = ldot / norm[2]`` and ``|w|`` (dampers are often functions
-    of the speed, with a kink at rest), tensions in units of ``norm[3]``;
-    ``norm[4]`` is the mechanism file's damping ``c`` (the learned damping is ``h - c``)."""
+    """One recorded spring's learned remainder: the elastic network ``g`` (1 -> 1) on ``z = (l -
+    norm[0]) / norm[1]`` and ``h`` (3 -> 1) on ``z``, ``w = ldot / norm[2]`` and ``|w|`` (dampers
+    are often functions of the speed, with a kink at rest), tensions in units of ``norm[3]``;
+    ``norm[4]`` is the mechanism file's damping ``c`` (the learned damping is ``h - c``).
+
+    ``form = "potential"``: the elastic part's potential is ``(V(z) + quad z^2 / 2) norm[3]
+    norm[1]``, ``V`` the network ``g``, so the tension is ``(V'(z) + quad z) norm[3]``: the
+    quadratic part (``quad``, (1,)) keeps the force growing beyond the recorded lengths, where
+    the ``tanh`` network's slope fades to zero.  ``form = "tension"`` (models saved before):
+    the network is the tension itself, in units of ``norm[3]``, and ``quad`` is unused."""
 
     spring: int  # index into the mechanism's springs
     g: MLPWeights  # the elastic network: V or g, by ``form``
     h: MLPWeights
     norm: Any  # (5,): l_mean, l_scale, ldot_scale, T_scale, c (an array or a tensor)
     form: str = "potential"  # one of FORMS
+    quad: Any = None  # (1,): the potential's quadratic coefficient (form "potential"; None: 0)
+
+    def __post_init__(self):
+        if self.form not in FORMS:
+            raise ValueError(f"spring law {self.spring}: form '{self.form}' is not one of {', '.join(FORMS)}")
 
     def _z(self, length):
         z = (length - self.norm[0]) / self.norm[1]
@@ -84,9 +96,13 @@ class SpringLaw:
         """The elastic tension ``g(l)`` (N): ``dV/dl`` of the learnt potential (or the network
         itself, ``form = "tension"``)."""
         act = get_activation(self.g.activation)
+        z = self._z(length)
         if self.form == "tension":
-            return mlp(self.g.layers, act, self._z(length))[:, 0] * self.norm[3]
-        return mlp_slope(self.g.layers, act, self._z(length))[1][:, 0] * self.norm[3]
+            return mlp(self.g.layers, act, z)[:, 0] * self.norm[3]
+        slope = mlp_slope(self.g.layers, act, z)[1][:, 0]
+        if self.quad is not None:
+            slope = slope + self.quad[0] * z[:, 0]
+        return slope * self.norm[3]
 
     def total_damping(self, length, ldot):
         """The element's damping coefficient ``h(l, ldot) >= 0`` (N s/m), the given ``c`` included."""
@@ -112,7 +128,10 @@ class SpringLaw:
         target's motion outputs add it alike (:func:`mc2fmu.models.motion.law_energy`)."""
         if self.form == "tension":
             return self.potential_sum(length, [self.elastic(node) for node in self.potential_nodes(length)])
-        V = mlp(self.g.layers, get_activation(self.g.activation), self._z(length))[:, 0]
+        z = self._z(length)
+        V = mlp(self.g.layers, get_activation(self.g.activation), z)[:, 0]
+        if self.quad is not None:
+            V = V + (0.5 * self.quad[0]) * (z[:, 0] * z[:, 0])
         return V * (self.norm[3] * self.norm[1])
 
     def potential_nodes(self, length) -> list:
@@ -151,7 +170,8 @@ class SpringLaws:
         def weights(w: MLPWeights) -> MLPWeights:
             return MLPWeights(tuple(convert(a) for a in w.weights), tuple(convert(a) for a in w.biases), w.activation)
 
-        return SpringLaws(tuple(SpringLaw(law.spring, weights(law.g), weights(law.h), convert(law.norm), law.form)
+        return SpringLaws(tuple(SpringLaw(law.spring, weights(law.g), weights(law.h), convert(law.norm), law.form,
+                                          None if law.quad is None else convert(law.quad))
                                 for law in self.laws), self.n_springs)
 
     # -------------------------------------------------------------- saving
@@ -163,6 +183,8 @@ class SpringLaws:
             params["springs"].append({"spring": s, "g": law.g.widths, "h": law.h.widths, "form": law.form,
                                       "g_activation": law.g.activation, "h_activation": law.h.activation})
             arrays[f"law{s}.norm"] = np.asarray(law.norm, dtype=np.float64)
+            if law.form == "potential":
+                arrays[f"law{s}.quad"] = np.zeros(1) if law.quad is None else np.asarray(law.quad, dtype=np.float64)
             for name, w in (("g", law.g), ("h", law.h)):
                 for i, (W, b) in enumerate(w.layers):
                     arrays[f"law{s}.{name}.W{i}"], arrays[f"law{s}.{name}.b{i}"] = W, b
@@ -178,6 +200,11 @@ class SpringLaws:
                 raise ValueError(f"spring law for spring {s}: the mechanism has springs 0..{n_springs - 1}, one law each")
             seen.add(s)
             shapes[f"law{s}.norm"] = (5,)
+            form = str(entry.get("form", "tension"))  # a file before learnt potentials: g is the network
+            if form not in FORMS:
+                raise ValueError(f"spring law {s}: form '{form}' is not one of {', '.join(FORMS)}")
+            if form == "potential":
+                shapes[f"law{s}.quad"] = (1,)
             for name, first in (("g", 1), ("h", 3)):
                 widths = [int(w) for w in entry[name]]
                 if widths[0] != first or widths[-1] != 1 or min(widths) < 1:
@@ -204,10 +231,9 @@ class SpringLaws:
                 return MLPWeights(tuple(arrays[f"law{s}.{name}.W{i}"] for i in range(n)),
                                   tuple(arrays[f"law{s}.{name}.b{i}"] for i in range(n)), own)
 
-            form = str(entry.get("form", "tension"))  # a file before learnt potentials: g is the network
-            if form not in FORMS:
-                raise ValueError(f"spring law {s}: form '{form}' is not one of {', '.join(FORMS)}")
-            laws.append(SpringLaw(s, weights("g"), weights("h"), norm, form))
+            form = str(entry.get("form", "tension"))  # checked by array_shapes
+            laws.append(SpringLaw(s, weights("g"), weights("h"), norm, form,
+                                  arrays[f"law{s}.quad"] if form == "potential" else None))
         return cls(tuple(laws), n_springs)
 
 
@@ -239,13 +265,14 @@ def fit_laws(springs, mechanism_springs, x: np.ndarray, xd: np.ndarray, tension:
                          max(np.sqrt(np.mean(tension[idx, r] ** 2)), 1e-12), springs.c[s]])
         nets = [_net((1,) + HIDDEN + (1,), gen), _net((3,) + HIDDEN + (1,), gen)]
         L, V, Tt = (torch.as_tensor(a, dtype=torch.float64) for a in (l_s, v_s, target))
-        params = [p for net in nets for p in net.parameters()]
+        quad = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+        params = [p for net in nets for p in net.parameters()] + [quad]
         opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, history_size=50, line_search_fn="strong_wolfe",
                                 tolerance_grad=1e-12, tolerance_change=1e-15)
         norm_t = torch.as_tensor(norm)
 
         def law_of(nets) -> SpringLaw:
-            return SpringLaw(s, _torch_weights(nets[0]), _torch_weights(nets[1]), norm_t)
+            return SpringLaw(s, _torch_weights(nets[0]), _torch_weights(nets[1]), norm_t, quad=quad)
 
         def closure():
             opt.zero_grad()
@@ -257,7 +284,8 @@ def fit_laws(springs, mechanism_springs, x: np.ndarray, xd: np.ndarray, tension:
         opt.step(closure)
         with torch.no_grad():
             resid = (law_of(nets).tension(L, V) - Tt).numpy()
-        law = SpringLaw(s, _zero_at_mean(_numpy_weights(nets[0])), _numpy_weights(nets[1]), norm)
+        law = SpringLaw(s, _zero_at_mean(_numpy_weights(nets[0])), _numpy_weights(nets[1]), norm,
+                        quad=quad.detach().numpy().copy())
         laws.append(law)
         report[sp.name] = float(np.sqrt(np.mean(resid**2)) / norm[3])
     return SpringLaws(tuple(laws), len(mechanism_springs)), report
