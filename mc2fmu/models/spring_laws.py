@@ -48,8 +48,8 @@ from .mlp import MLPWeights, get_activation, mlp, mlp_slope
 HIDDEN = (16, 16)
 
 #: the forms of a law's elastic network: ``"potential"`` (what training makes): the network is
-#: the potential ``V`` on ``z`` in units of ``norm[3] norm[1]``, ``g = dV/dl``; ``"tension"``
-#: (models saved before): the network is ``g`` in units of ``norm[3]``
+#: the potential ``V`` on ``z`` (plus ``quad z^2 / 2``) in units of ``norm[3] norm[1]``, ``g`` its
+#: derivative in ``l``; ``"tension"`` (models saved before): the network is ``g`` in units of ``norm[3]``
 FORMS = ("potential", "tension")
 
 #: Gauss-Legendre nodes of the potential of a ``"tension"`` law (:meth:`SpringLaw.potential`).  Measured on the
@@ -93,8 +93,8 @@ class SpringLaw:
         return ops(z).stack([z], 1)
 
     def elastic(self, length):
-        """The elastic tension ``g(l)`` (N): ``dV/dl`` of the learnt potential (or the network
-        itself, ``form = "tension"``)."""
+        """The elastic tension ``g(l)`` (N): the derivative of the learnt potential in ``l`` (or
+        the network itself, ``form = "tension"``)."""
         act = get_activation(self.g.activation)
         z = self._z(length)
         if self.form == "tension":
@@ -121,7 +121,7 @@ class SpringLaw:
     def potential(self, length):
         """The elastic part's potential ``U_g(l) = int g dl`` (J; the linear part's ``k (l -
         L0)^2 / 2`` is the spring's own), zero at the recorded lengths' mean ``norm[0]``: the
-        learnt ``V`` itself (fitting sets ``V(0) = 0``); for a ``"tension"`` law a
+        learnt ``V + quad z^2 / 2`` itself (fitting sets ``V(0) = 0``); for a ``"tension"`` law a
         :data:`POTENTIAL_NODES`-point Gauss-Legendre quadrature of ``g`` on ``[norm[0], l]``
         (the native C evaluates ``g`` at :meth:`potential_nodes` through the law's own function
         and sums by :meth:`potential_sum`).  The same arithmetic on every array type, so every
