@@ -28,10 +28,13 @@ def _fd_jacobian(f, z: np.ndarray, h: float = 1e-6) -> np.ndarray:
     return np.stack(cols, 1)
 
 
-def test_complex_step_through_learned_laws_and_identified_terms_equals_finite_differences():
+@pytest.mark.parametrize("form", ["potential", "tension"])
+def test_complex_step_through_learned_laws_and_identified_terms_equals_finite_differences(form):
     """The complex step (mc2fmu.models.array_ops' complex namespace) through the parts with a
     kink or a branch, |w| in a learned damping law and softplus's threshold, and the identified
-    terms' smoothed signs: against central differences of the real evaluation."""
+    terms' smoothed signs: against central differences of the real evaluation.  Both forms of
+    the law's elastic part: a learnt potential with its quadratic part (the tension its
+    propagated slope) and, as models saved before hold, the network as the tension."""
     from mc2fmu.control.linearize import _complex_step
     from mc2fmu.models.mlp import MLPWeights
     from mc2fmu.models.spring_laws import SpringLaw, SpringLaws
@@ -46,7 +49,8 @@ def test_complex_step_through_learned_laws_and_identified_terms_equals_finite_di
     # a large h-net output scale puts softplus on both sides of its threshold of 20 (checked below)
     h = net([3, 8, 1], 12.0)
     h = MLPWeights(h.weights, h.biases[:-1] + (h.biases[-1] + 35.0,), "tanh")
-    law = SpringLaw(0, net([1, 8, 1]), h, np.array([0.3, 0.05, 0.4, 150.0, 20.0]))
+    law = SpringLaw(0, net([1, 8, 1]), h, np.array([0.3, 0.05, 0.4, 150.0, 20.0]), form,
+                    np.array([0.7]) if form == "potential" else None)
     laws = SpringLaws((law,), 1)
     kinds = np.array([[TANH, Q, 0], [COS, V, 0]])
     index = np.array([[1, 0, 0], [0, 1, 0]])
