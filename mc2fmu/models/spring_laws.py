@@ -52,6 +52,18 @@ HIDDEN = (16, 16)
 #: derivative in ``l``; ``"tension"`` (models saved before): the network is ``g`` in units of ``norm[3]``
 FORMS = ("potential", "tension")
 
+
+def checked_form(spring: int, form: str) -> str:
+    """``form`` if it is one of :data:`FORMS`, else a ValueError naming the spring's law."""
+    if form not in FORMS:
+        raise ValueError(f"spring law {spring}: form '{form}' is not one of {', '.join(FORMS)}")
+    return form
+
+
+def _saved_form(entry: dict) -> str:
+    # a file before learnt potentials has no form: its network is g
+    return checked_form(int(entry["spring"]), str(entry.get("form", "tension")))
+
 #: Gauss-Legendre nodes of the potential of a ``"tension"`` law (:meth:`SpringLaw.potential`).  Measured on the
 #: MacPherson strut's law against adaptive quadrature: 4e-9 J inside +-3 standard deviations of
 #: the recorded lengths (1e-9 of the potential there), 7e-6 J at +-8; 24 nodes: 4e-13 and 4e-8 J,
@@ -85,8 +97,7 @@ class SpringLaw:
     quad: Any = None  # (1,): the potential's quadratic coefficient (form "potential"; None: 0)
 
     def __post_init__(self):
-        if self.form not in FORMS:
-            raise ValueError(f"spring law {self.spring}: form '{self.form}' is not one of {', '.join(FORMS)}")
+        checked_form(self.spring, self.form)
 
     def _z(self, length):
         z = (length - self.norm[0]) / self.norm[1]
@@ -200,10 +211,7 @@ class SpringLaws:
                 raise ValueError(f"spring law for spring {s}: the mechanism has springs 0..{n_springs - 1}, one law each")
             seen.add(s)
             shapes[f"law{s}.norm"] = (5,)
-            form = str(entry.get("form", "tension"))  # a file before learnt potentials: g is the network
-            if form not in FORMS:
-                raise ValueError(f"spring law {s}: form '{form}' is not one of {', '.join(FORMS)}")
-            if form == "potential":
+            if _saved_form(entry) == "potential":
                 shapes[f"law{s}.quad"] = (1,)
             for name, first in (("g", 1), ("h", 3)):
                 widths = [int(w) for w in entry[name]]
@@ -231,7 +239,7 @@ class SpringLaws:
                 return MLPWeights(tuple(arrays[f"law{s}.{name}.W{i}"] for i in range(n)),
                                   tuple(arrays[f"law{s}.{name}.b{i}"] for i in range(n)), own)
 
-            form = str(entry.get("form", "tension"))  # checked by array_shapes
+            form = _saved_form(entry)
             laws.append(SpringLaw(s, weights("g"), weights("h"), norm, form,
                                   arrays[f"law{s}.quad"] if form == "potential" else None))
         return cls(tuple(laws), n_springs)
