@@ -46,11 +46,13 @@ from .model import MODEL_KINDS, ReducedModel
 FORMAT = "mc2fmu-model"
 #: the newest format version, and every one this mc2fmu reads.  A model is written in the
 #: oldest version that holds it (:func:`format_version`), so an earlier mc2fmu reads what it can
-#: read right and refuses the rest ("written by a newer mc2fmu; upgrade"): 3 is 2 plus learned
-#: spring laws learnt as potentials (``form = "potential"``), whose network version 2 would take
-#: for the tension
+#: read right and refuses the rest ("written by a newer mc2fmu; upgrade")
 FORMAT_VERSION = 3
 READ_VERSIONS = (2, 3)
+#: the version each of the models' :meth:`~mc2fmu.models.model.ReducedModel.saved_features`
+#: first appeared in (a model with none of them is version 2): 3 added learned spring laws
+#: learnt as potentials (``form = "potential"``), whose network version 2 would take for the tension
+FEATURE_VERSIONS = {"potential spring laws": 3}
 FILES = ("model.json", "arrays.npz")
 RETRAIN = "re-create it with `mc2fmu train`"
 
@@ -239,11 +241,9 @@ def build_artifact(reducer: str, model: ReducedModel, dataset, coordinates=(), t
                          tuple(coordinates), envelope, initial, info, model, {**_versions(), **(versions or {})})
 
 
-def format_version(model) -> int:
+def format_version(model: ReducedModel) -> int:
     """The oldest format version that holds ``model`` (see :data:`FORMAT_VERSION`)."""
-    springs = getattr(model, "springs", None)
-    laws = getattr(springs, "laws", None)
-    return 3 if laws is not None and any(law.form == "potential" for law in laws.laws) else 2
+    return max((FEATURE_VERSIONS[f] for f in model.saved_features()), default=READ_VERSIONS[0])
 
 
 def to_json(art: ModelArtifact) -> dict[str, Any]:

@@ -74,6 +74,9 @@ class _Charted:
     def decode(self, q: np.ndarray) -> np.ndarray:
         return self.chart.decode(q)
 
+    def saved_features(self) -> frozenset[str]:
+        return frozenset()
+
     def _chart_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
         params, arrays = self.chart.to_saved()
         return params, {f"chart.{k}": v for k, v in arrays.items()}

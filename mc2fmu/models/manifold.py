@@ -380,6 +380,10 @@ class ManifoldModel:
 
     # -------------------------------------------------------------- saving
 
+    def saved_features(self) -> frozenset[str]:
+        laws = self.springs.laws
+        return frozenset() if laws is None else laws.saved_features()
+
     def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
         """``(params, arrays)``: what the artifact stores (JSON, and arrays by name)."""
         arrays = {"decoder.q_mean": self.q_mean, "decoder.q_scale": self.q_scale,

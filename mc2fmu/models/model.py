@@ -59,6 +59,11 @@ class ReducedModel(Protocol):
     def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
         """``(params, arrays)`` to store: JSON-able parameters and named float64 arrays."""
 
+    def saved_features(self) -> frozenset[str]:
+        """What :meth:`to_saved` holds that not every model-format version can hold (names of
+        :data:`mc2fmu.models.artifact.FEATURE_VERSIONS`): the artifact writes the oldest
+        version that holds them all."""
+
 
 #: run-time model kinds, by the name the artifact records
 MODEL_KINDS: dict[str, type] = {k.kind: k for k in (ManifoldModel, NodeModel, LocalPcaModel)}

@@ -187,6 +187,10 @@ class SpringLaws:
 
     # -------------------------------------------------------------- saving
 
+    def saved_features(self) -> frozenset[str]:
+        """``"potential spring laws"`` when a law is of that form (see :data:`FORMS`)."""
+        return frozenset({"potential spring laws"} if any(law.form == "potential" for law in self.laws) else ())
+
     def to_saved(self) -> tuple[dict, dict[str, np.ndarray]]:
         params, arrays = {"springs": [], "activation": "tanh"}, {}
         for law in self.laws:
