@@ -204,12 +204,20 @@ def test_artifact_round_trip_is_exact(model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("version, fragment", [(1, "earlier mc2fmu"), (4, "newer mc2fmu; upgrade"),
-                                               (True, "newer mc2fmu; upgrade")])
+                                               (3, "holds nothing that needs a version after 2 (version 2)")])
 def test_artifact_reader_refuses_other_versions(model_dir, tmp_path, version, fragment):
     d = _copy(model_dir, tmp_path)
     _edit_json(d, lambda m: m.update(version=version))
     msg = _error(d)
     assert str(d / "model.json") in msg and f"version {version}" in msg and fragment in msg
+
+
+@pytest.mark.parametrize("version, kind", [(True, "bool"), ("3", "str"), (3.5, "float"), (None, "NoneType")])
+def test_artifact_reader_refuses_a_version_that_is_no_integer(model_dir, tmp_path, version, kind):
+    d = _copy(model_dir, tmp_path)
+    _edit_json(d, lambda m: m.update(version=version))
+    msg = _error(d)
+    assert f"key 'version' must be an integer, not {kind}" in msg and "upgrade" not in msg and "mc2fmu train" in msg
 
 
 def test_artifact_reader_names_a_missing_key_and_the_fix(model_dir, tmp_path):

@@ -176,11 +176,12 @@ def test_a_laws_form_is_read_from_the_file(law_model, tmp_path):
 
     from mc2fmu.models.artifact import load_artifact
 
-    def edited(name, change, drop_quad=False):
+    def edited(name, change, drop_quad=False, version=None):
         out = tmp_path / name
         shutil.copytree(law_model[0], out)
         doc = json.loads((out / "model.json").read_text())
         change(doc["model"]["spring_laws"]["springs"][0])
+        doc["version"] = version or doc["version"]
         if drop_quad:
             doc["version"] = 2
             doc["arrays"].pop("law0.quad")
@@ -197,6 +198,12 @@ def test_a_laws_form_is_read_from_the_file(law_model, tmp_path):
     assert older.model.springs.laws.laws[0].form == "tension"
     with pytest.raises(ModelError, match="spring law 0: form 'spline' is not one of potential, tension"):
         load_artifact(edited("bad", lambda e: e.update(form="spline")))
+    # a version-3 file whose law lost its form would take the potential for the tension, and a
+    # version-2 file with a potential is what an mc2fmu reading version 2 misreads: both refused
+    with pytest.raises(ModelError, match=r"version 3, but key 'model' holds nothing that needs a version after 2"):
+        load_artifact(edited("formless", lambda e: e.pop("form")))
+    with pytest.raises(ModelError, match=r"version 2, but key 'model' holds potential spring laws \(version 3\)"):
+        load_artifact(edited("downgraded", lambda e: None, version=2))
 
 
 def test_the_learnt_force_keeps_growing_beyond_the_recorded_lengths(fitted):

@@ -352,8 +352,12 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise ModelError(f"{mj}: format is {got!r}, expected {FORMAT!r}: not an mc2fmu model directory")
     version = meta.get("version")
-    if version not in READ_VERSIONS or isinstance(version, bool):
-        if isinstance(version, int) and not isinstance(version, bool) and version < min(READ_VERSIONS):
+    if "version" not in meta:
+        raise ModelError(f"{mj}: key 'version' is missing; {RETRAIN}")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ModelError(f"{mj}: key 'version' must be an integer, not {type(version).__name__}; {RETRAIN}")
+    if version not in READ_VERSIONS:
+        if version < min(READ_VERSIONS):
             fix = f"it was written by an earlier mc2fmu; {RETRAIN} (the same command and data give the same model)"
         else:
             fix = "it was written by a newer mc2fmu; upgrade mc2fmu"
@@ -420,6 +424,11 @@ def load_artifact(path: str | os.PathLike) -> ModelArtifact:
         model = kind.from_saved(meta["model"], arrays, dt=dt, angles=angles, resources=resources)
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"{mj}: key 'model' is malformed ({type(exc).__name__}: {exc}); {RETRAIN}") from None
+    held = format_version(model)  # a version that does not say what the file holds: read otherwise by another mc2fmu
+    if held != version:
+        what = ", ".join(sorted(model.saved_features())) or "nothing that needs a version after 2"
+        raise ModelError(f"{mj}: model format version {version}, but key 'model' holds {what} (version {held}): "
+                         f"an edited or damaged file (e.g. a spring law's 'form' removed or changed); {RETRAIN}")
     return ModelArtifact(meta["reducer"], mechanism, layout, dt, angles,
                          tuple(str(c) for c in meta["coordinates"]), envelope, initial, meta["training"], model,
                          meta["versions"], str(path))
