@@ -37,6 +37,7 @@ _NUMPY = SimpleNamespace(
     stack=lambda xs, axis: np.stack(xs, axis=axis), movedim=np.moveaxis,
     zeros=lambda shape, like: np.zeros(shape, dtype=like.dtype),
     affine=lambda z, W, b: z @ W.T + b, linear=lambda z, W: z @ W.T, maximum=np.maximum,
+    select_greater=lambda a, b, x, y: np.where(np.asarray(a) > np.asarray(b), x, y),
 )
 
 
@@ -60,8 +61,13 @@ def _cs_sigmoid(a):
     return 0.5 * (1.0 + np.tanh(0.5 * a))
 
 
+def _cs_select_greater(a, b, x, y):
+    # decided by the real parts: the chosen side's value and derivative
+    return np.where(np.real(a) > np.real(b), x, y)
+
+
 _COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_softplus, "sigmoid": _cs_sigmoid,
-                              "maximum": _cs_maximum})
+                              "maximum": _cs_maximum, "select_greater": _cs_select_greater})
 
 
 def _object_softplus(a):
@@ -79,9 +85,19 @@ def _object_maximum(a, b):
     return np.frompyfunc(one, 2, 1)(a, b)
 
 
+def _object_select_greater(a, b, x, y):
+    # an expression node's select (a node of expr.select_greater, by the node's own select_of); numbers' as Python's
+    def one(a, b, x, y):
+        node = next((v for v in (a, b, x, y) if hasattr(v, "select_of")), None)
+        return (x if a > b else y) if node is None else node.select_of(a, b, x, y)
+
+    return np.frompyfunc(one, 4, 1)(a, b, x, y)
+
+
 #: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
-#: the nodes' methods of their names; softplus and maximum are nodes of their own
-_OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus, "maximum": _object_maximum})
+#: the nodes' methods of their names; softplus, maximum and select_greater are nodes of their own
+_OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus, "maximum": _object_maximum,
+                             "select_greater": _object_select_greater})
 _TORCH: SimpleNamespace | None = None
 
 
@@ -102,7 +118,7 @@ def _casadi_ops() -> SimpleNamespace:
         softplus=lambda a: ca.if_else(a > 20.0, a, ca.log1p(ca.exp(ca.fmin(a, 20.0)))),
         stack=stack, affine=lambda z, W, b: ca.mtimes(z, ca.DM(np.asarray(W).T)) + ca.DM(np.asarray(b)).T,
         linear=lambda z, W: ca.mtimes(z, ca.DM(np.asarray(W).T)),
-        maximum=ca.fmax,
+        maximum=ca.fmax, select_greater=lambda a, b, x, y: ca.if_else(a > b, x, y),
     )
 
 
@@ -140,6 +156,6 @@ def ops(a: Array) -> SimpleNamespace:
             stack=lambda xs, axis: torch.stack(xs, dim=axis), movedim=torch.movedim,
             zeros=lambda shape, like: torch.zeros(shape, dtype=like.dtype),
             affine=torch.nn.functional.linear, linear=torch.nn.functional.linear,
-            maximum=_torch_maximum,
+            maximum=_torch_maximum, select_greater=lambda a, b, x, y: torch.where(torch.as_tensor(a > b), x, y),
         )
     return _TORCH

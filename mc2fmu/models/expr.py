@@ -36,8 +36,8 @@ _TABLE: dict[tuple, "Expr"] = {}
 
 class Expr:
     """One node: ``op`` is ``const`` (``value`` a float), ``in`` (``value`` = (array name,
-    index)), ``+``, ``-``, ``*``, ``/``, ``max`` (:func:`maximum`), ``neg`` or one of
-    :data:`FUNCTIONS`."""
+    index)), ``+``, ``-``, ``*``, ``/``, ``max`` (:func:`maximum`), ``gt`` (:func:`select_greater`),
+    ``neg`` or one of :data:`FUNCTIONS`."""
 
     __slots__ = ("op", "args", "value")
 
@@ -170,6 +170,11 @@ class Expr:
         """:func:`maximum` of two operands, at least one a node (numpy's object arrays call it)."""
         return maximum(a, b)
 
+    @staticmethod
+    def select_of(a, b, x, y) -> "Expr":
+        """:func:`select_greater` of four operands, at least one a node (numpy's object arrays call it)."""
+        return select_greater(a, b, x, y)
+
 
 def _softplus(a: float) -> float:
     """torch's softplus (beta 1, threshold 20): the identity above 20."""
@@ -228,6 +233,25 @@ def maximum(a, b):
     return ops(like).maximum(a, b)
 
 
+def select_greater(a, b, x, y):
+    """``x`` where ``a > b``, else ``y`` (elementwise): numbers, arrays, CasADi symbols, tensors
+    or expressions (a ``gt`` node; folded when ``a`` and ``b`` are constants).  Written ``(a > b ?
+    x : y)`` in C, whose complex-step twin compares the real parts (so the derivative is the
+    chosen side's), ``if a > b then x else y`` in Modelica.  A NaN in ``a`` or ``b`` selects
+    ``y`` in every form."""
+    if any(isinstance(v, Expr) for v in (a, b, x, y)):
+        a, b, x, y = (Expr.wrap(v) for v in (a, b, x, y))
+        if a.is_const() and b.is_const():
+            return x if a.value > b.value else y
+        if x is y:
+            return x
+        return Expr("gt", (a, b, x, y))
+    vals = [v for v in (a, b, x, y) if not isinstance(v, (int, float, complex))]
+    if not vals:
+        return x if a > b else y
+    return ops(vals[0]).select_greater(a, b, x, y)
+
+
 def clear() -> None:
     """Forget the table of nodes (memory; nodes made before and after are then never shared,
     which costs only sharing).  The table holds every node it returned, so a key's argument
@@ -273,6 +297,12 @@ _C_BINARY = {"+": "+", "-": "-", "*": "*", "/": "/"}
 _PYTHON_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "max": maximum}
 #: the ``max`` node's call in C, Modelica and Python (indexed as FUNCTIONS' forms)
 _MAX = (None, "MC2FMU_(max)", "max", "max")
+#: the ``gt`` node (:func:`select_greater`) in C, Modelica and Python, of the operands' texts;
+#: always a temporary of its own (in Modelica an if-expression as an equation's whole
+#: right-hand side, the form the export's own equations use)
+_SELECT = (None, lambda a, b, x, y: f"(MC2FMU_RE({a}) > MC2FMU_RE({b}) ? {x} : {y})",
+           lambda a, b, x, y: f"if {a} > {b} then {x} else {y}",
+           lambda a, b, x, y: f"({x} if {a} > {b} else {y})")
 #: the deepest nesting of parentheses an inlined expression gets before it becomes a
 #: temporary: a long sum (an energy over 81 bodies) printed as one expression nested 800 deep,
 #: past pymoca's parser (it failed between 160 and 163) and slow for C compilers
@@ -309,10 +339,12 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
             s = divide(*(text[id(x)] for x in node.args))
         elif node.op == "max":
             s = f"{_MAX[language]}({text[id(node.args[0])]}, {text[id(node.args[1])]})"
+        elif node.op == "gt":
+            s = _SELECT[language](*(text[id(x)] for x in node.args))
         else:
             a, b = (text[id(x)] for x in node.args)
             s = f"({a} {_C_BINARY[node.op]} {b})"
-        if node.args and (uses.get(id(node), 0) > 1 or d > MAX_DEPTH):
+        if node.args and (uses.get(id(node), 0) > 1 or d > MAX_DEPTH or node.op == "gt"):
             name = temp(len(assignments))
             assignments.append((name, s))
             s, d = name, 0
@@ -368,6 +400,8 @@ def evaluate(outputs: Sequence, values: dict[str, Sequence]) -> list:
             v = -cache[id(node.args[0])]
         elif node.op in FUNCTIONS:
             v = apply(node.op, cache[id(node.args[0])])
+        elif node.op == "gt":
+            v = select_greater(*(cache[id(x)] for x in node.args))
         else:
             a, b = (cache[id(x)] for x in node.args)
             v = _PYTHON_BINARY[node.op](a, b)

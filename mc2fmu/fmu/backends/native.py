@@ -11,13 +11,14 @@ other platforms compile the sources themselves.
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
 * ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h``, ``sources/mc2fmu_laws.h``,
-  ``sources/mc2fmu_envelope.h``, ``sources/mc2fmu_solve.h`` and ``sources/mc2fmu_mass.h`` are
+  ``sources/mc2fmu_envelope.h``, ``sources/mc2fmu_solve.h``, ``sources/mc2fmu_poses.h`` and ``sources/mc2fmu_mass.h`` are
   printed per model from the run-time model's own Python (:func:`render_motion`:
   :mod:`mc2fmu.models.motion`; :func:`render_terms`: :func:`mc2fmu.models.terms.traced`;
   :func:`render_laws`: the learned spring laws, :func:`mc2fmu.models.spring_laws.traced`;
   :func:`render_envelope`: the training envelope's distance, :func:`mc2fmu.models.envelope.traced`;
   :func:`render_solve`: the reduced mass matrix's Cholesky solve,
-  :func:`mc2fmu.models.manifold.cholesky_steps`; for ``double`` and the complex twin alike;
+  :func:`mc2fmu.models.manifold.cholesky_steps`; :func:`render_poses`: a body's pose,
+  :func:`mc2fmu.models.poses.traced`; for ``double`` and the complex twin alike;
   :func:`render_mass`: a body's point mass block,
   :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
@@ -80,6 +81,7 @@ from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
 from ...models.expr import emit_c, inputs as expr_inputs, sqrt as expr_sqrt
 from ...models.manifold import ManifoldModel, cholesky_steps, spring_force
 from ...models.motion import traced_law_energy as motion_law_energy, traced_mass, traced_parts as motion_parts
+from ...models.poses import traced as poses_traced
 from ...models.spring_laws import POTENTIAL_NODES, traced as law_traced
 from ...models.terms import active_terms, traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
@@ -639,6 +641,18 @@ def render_envelope(artifact) -> str:
         "    mc2fmu_real out[1];", "    (void)v;", emit_c([distance], out="out"), "    return out[0];", "}", ""])
 
 
+def render_poses(artifact) -> str:
+    """``mc2fmu_poses.h``: ``MC2FMU_(pose_body)(p, g, pose)``, one body's origin and quaternion
+    from its 12 coordinates ``p`` and ``g = (L, com)``, printed from
+    :func:`mc2fmu.models.poses.traced` (the same text the python backend prints), run per
+    body by ``MC2FMU_(poses)``."""
+    head = _printed_head(artifact, "mc2fmu_poses.h", "a body's pose", "mc2fmu/models/poses.py")
+    return head + "\n".join([
+        "/* [x, y, z, qw, qx, qy, qz] of one body: p its 12 natural coordinates, g its length and centre-of-mass offset */",
+        "MC2FMU_STATIC void MC2FMU_(pose_body)(const mc2fmu_real *p, const double *g, mc2fmu_real *pose) {",
+        emit_c(poses_traced(), out="pose"), "}", ""])
+
+
 def render_solve(artifact) -> str:
     """``mc2fmu_solve.h``: ``MC2FMU_(cholesky_solve)(A, b, y)``, ``y = A^-1 b`` for the small
     SPD ``A`` (NQ x NQ, row-major), printed from :func:`mc2fmu.models.manifold.cholesky_steps`
@@ -669,11 +683,12 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     (folder / "mc2fmu_terms.h").write_text(render_terms(artifact))
     (folder / "mc2fmu_envelope.h").write_text(render_envelope(artifact))
     (folder / "mc2fmu_solve.h").write_text(render_solve(artifact))
+    (folder / "mc2fmu_poses.h").write_text(render_poses(artifact))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
     return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_laws.h", "mc2fmu_terms.h",
-            "mc2fmu_envelope.h", "mc2fmu_solve.h", *names[1:]]
+            "mc2fmu_envelope.h", "mc2fmu_solve.h", "mc2fmu_poses.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:

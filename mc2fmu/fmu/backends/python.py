@@ -29,7 +29,7 @@ import numpy as np
 from ... import __version__
 from ...errors import ExportError
 from ...files import write_zip
-from ...mechanics import parameters, rotations
+from ...mechanics import parameters
 from ...models import local_linear
 from ...models.artifact import artifact_files
 from ..common import (LOG_CATEGORIES, MECHANISM_MEMBER, MODEL_PREFIX, artifact_members, model_digest, render,
@@ -40,6 +40,7 @@ from ...mechanics.variants import parameter_vector
 from ...models.expr import emit_python
 from ...models.envelope import traced as envelope_traced
 from ...models.motion import MotionGeometry, traced as motion_traced
+from ...models.poses import traced as poses_traced
 
 #: what a physical variant changes that is no physical parameter (the items of
 #: :func:`~mc2fmu.mechanics.variants.physical_differences` ending so): input directions and
@@ -118,9 +119,9 @@ def export_python(artifact, model_dir: Path, work: Path, out: Path, fmi_version:
     script = work / f"{module}.py"
     script.write_text(render("pythonfmu_slave.py.in", class_name=ident, model_name=artifact.mechanism.name,
                              mc2fmu_version=__version__, model_prefix=MODEL_PREFIX.removeprefix("resources/"),
-                             rotations=_module_source(rotations), parameters=_module_source(parameters),
+                             parameters=_module_source(parameters),
                              local_linear=_module_source(local_linear), motion=_motion_source(artifact, motion),
-                             envelope=_envelope_source(artifact)))
+                             envelope=_envelope_source(artifact), poses=_poses_source()))
     built = work / "pythonfmu.fmu"
     cmd = [sys.executable, "-m", "pythonfmu", "build", "-f", str(script), "-d", str(built), "--no-external-tool",
            "--handle-state", "--serialize-state", *map(str, sorted(project.iterdir()))]
@@ -153,6 +154,12 @@ def _motion_source(artifact, motion: bool) -> str:
     geometry = MotionGeometry.of(artifact.layout, model.springs.D, model.springs.e, model.springs.laws)
     graph = motion_traced(geometry, artifact.layout.size, len(parameter_vector(artifact.mechanism)))
     return textwrap.indent(emit_python(graph, "_motion_outputs", ("x", "xd", "theta")), "    ")
+
+
+def _poses_source() -> str:
+    """The slave's ``_pose_body(p, g)``: one body's origin and quaternion printed from
+    :func:`mc2fmu.models.poses.traced` (the native FMU's text)."""
+    return textwrap.indent(emit_python(poses_traced(), "_pose_body", ("p", "g")), "    ")
 
 
 def _envelope_source(artifact) -> str:

@@ -618,79 +618,19 @@ MC2FMU_STATIC void MC2FMU_(node_step)(const mc2fmu_real *q, const mc2fmu_real *q
 
 /* ------------------------------------------------------------------ poses and envelope */
 
-/* the orthogonal polar factor of D (row-major 3x3, det > 0): Newton's iteration
-   R <- (R + R^-T) / 2, quadratically convergent; near a rotation 3-4 iterations reach
-   machine precision */
-MC2FMU_STATIC void MC2FMU_(polar)(const mc2fmu_real *D, mc2fmu_real *R) {
-    mc2fmu_real X[9], C[9];
-    int it, i;
-    memcpy(X, D, sizeof X);
-    for (it = 0; it < 60; it++) {
-        mc2fmu_real det;
-        double diff = 0.0;
-        /* cofactor matrix: X^-T = C / det */
-        C[0] = X[4] * X[8] - X[5] * X[7];
-        C[1] = X[5] * X[6] - X[3] * X[8];
-        C[2] = X[3] * X[7] - X[4] * X[6];
-        C[3] = X[2] * X[7] - X[1] * X[8];
-        C[4] = X[0] * X[8] - X[2] * X[6];
-        C[5] = X[1] * X[6] - X[0] * X[7];
-        C[6] = X[1] * X[5] - X[2] * X[4];
-        C[7] = X[2] * X[3] - X[0] * X[5];
-        C[8] = X[0] * X[4] - X[1] * X[3];
-        det = X[0] * C[0] + X[1] * C[1] + X[2] * C[2];
-        if (!(MC2FMU_RE(det) != 0.0) || !isfinite(MC2FMU_RE(det))) break;
-        for (i = 0; i < 9; i++) {
-            const mc2fmu_real y = 0.5 * (X[i] + C[i] / det);
-            diff = fmax(diff, MC2FMU_CHANGE(y - X[i]));
-            X[i] = y;
-        }
-        if (diff <= 1e-15) break; /* the last update was at rounding level: converged */
-    }
-    memcpy(R, X, sizeof X);
-}
-
-/* unit quaternion (w, x, y, z), w >= 0, of a rotation matrix (Shepperd's method) */
-MC2FMU_STATIC void MC2FMU_(quaternion)(const mc2fmu_real *R, mc2fmu_real *qt) {
-    const mc2fmu_real tr = R[0] + R[4] + R[8];
-    mc2fmu_real c[4], s, nrm;
-    int k = 0, i;
-    c[0] = tr; c[1] = R[0]; c[2] = R[4]; c[3] = R[8];
-    for (i = 1; i < 4; i++)
-        if (MC2FMU_RE(c[i]) > MC2FMU_RE(c[k])) k = i; /* first maximum, as numpy's argmax */
-    if (k == 0) {
-        s = 2.0 * MC2FMU_SQRT(1.0 + tr);
-        qt[0] = 0.25 * s; qt[1] = (R[7] - R[5]) / s; qt[2] = (R[2] - R[6]) / s; qt[3] = (R[3] - R[1]) / s;
-    } else if (k == 1) {
-        s = 2.0 * MC2FMU_SQRT(1.0 + R[0] - R[4] - R[8]);
-        qt[0] = (R[7] - R[5]) / s; qt[1] = 0.25 * s; qt[2] = (R[1] + R[3]) / s; qt[3] = (R[2] + R[6]) / s;
-    } else if (k == 2) {
-        s = 2.0 * MC2FMU_SQRT(1.0 + R[4] - R[0] - R[8]);
-        qt[0] = (R[2] - R[6]) / s; qt[1] = (R[1] + R[3]) / s; qt[2] = 0.25 * s; qt[3] = (R[5] + R[7]) / s;
-    } else {
-        s = 2.0 * MC2FMU_SQRT(1.0 + R[8] - R[0] - R[4]);
-        qt[0] = (R[3] - R[1]) / s; qt[1] = (R[2] + R[6]) / s; qt[2] = (R[5] + R[7]) / s; qt[3] = 0.25 * s;
-    }
-    nrm = MC2FMU_SQRT(qt[0] * qt[0] + qt[1] * qt[1] + qt[2] * qt[2] + qt[3] * qt[3]);
-    for (i = 0; i < 4; i++) qt[i] /= nrm;
-    if (MC2FMU_RE(qt[0]) < 0)
-        for (i = 0; i < 4; i++) qt[i] = -qt[i];
-}
+/* one body's pose, MC2FMU_(pose_body)(p, g, pose): the polar factor of [(r1-r0),(r2-r0),(r3-r0)]/L
+   by Newton's iteration, the origin r0 - R com and Shepperd's quaternion (w >= 0), printed into
+   mc2fmu_poses.h from mc2fmu/models/poses.py (the python backend prints the same) */
+#include "mc2fmu_poses.h"
 
 /* body poses (origin x y z, quaternion w x y z per body) from decoded natural coordinates */
 MC2FMU_STATIC void MC2FMU_(poses)(const mc2fmu_real *x, mc2fmu_real *pose) {
-    int b, i, k;
+    int b, i;
     for (b = 0; b < MC2FMU_NB; b++) {
-        const mc2fmu_real *p = x + mc2fmu_body_offset[b];
-        const double L = mc2fmu_body_length[b], *com = mc2fmu_body_com + 3 * b;
-        mc2fmu_real D[9], R[9];
-        for (i = 0; i < 3; i++)     /* row i: component i */
-            for (k = 0; k < 3; k++) /* column k: point k+1 */
-                D[3 * i + k] = (p[3 * (k + 1) + i] - p[i]) / L;
-        MC2FMU_(polar)(D, R);
-        for (i = 0; i < 3; i++)
-            pose[7 * b + i] = p[i] - (R[3 * i] * com[0] + R[3 * i + 1] * com[1] + R[3 * i + 2] * com[2]);
-        MC2FMU_(quaternion)(R, pose + 7 * b + 3);
+        double g[4];
+        g[0] = mc2fmu_body_length[b];
+        for (i = 0; i < 3; i++) g[1 + i] = mc2fmu_body_com[3 * b + i];
+        MC2FMU_(pose_body)(x + mc2fmu_body_offset[b], g, pose + 7 * b);
     }
 }
 
