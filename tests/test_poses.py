@@ -58,6 +58,19 @@ def test_the_pose_is_the_svds_nearest_rotation(noise):
     assert np.abs(pose - reference(x)).max() <= 1e-12
 
 
+@pytest.mark.parametrize("sigma", [(1.0, 1.0, 1e-6), (1.0, 1.0, 1e-3), (0.1, 0.1, 0.1), (1.0, 1.0, 10.0),
+                                   (3.0, 0.2, 1.0)])
+def test_a_far_from_rigid_body_still_gets_the_nearest_rotation(sigma):
+    """Frames stretched, squashed or nearly flat (a body decoded far outside the envelope): the
+    scaled iteration reaches the nearest rotation in its fixed number of steps."""
+    U = Rotation.random(50, random_state=5).as_matrix()
+    V = Rotation.random(50, random_state=6).as_matrix()
+    D = U @ np.diag(sigma) @ V.transpose(0, 2, 1)
+    r0 = np.random.default_rng(7).standard_normal((50, 3))
+    x = np.concatenate([r0] + [r0 + LENGTH * D[:, :, k] for k in range(3)], 1)
+    assert np.abs(numpy_pose(x) - reference(x)).max() <= 1e-12
+
+
 def test_the_printed_python_and_the_traced_graph_compute_numpys_pose():
     x = bodies(rotations()[:60], 1e-3, seed=1)
     graph = traced()
@@ -92,6 +105,7 @@ def test_select_greater_on_every_type():
 
     a, b = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 1.0])
     assert expr.select_greater(1.0, 0.5, 3.0, 4.0) == 3.0 and expr.select_greater(0.5, 0.5, 3.0, 4.0) == 4.0
+    assert expr.select_greater(np.complex128(1 + 1e-20j), np.complex128(1 - 1e-20j), 1.0, 0.0) == 0.0  # real parts
     assert list(expr.select_greater(a, b, a, -a)) == [-1.0, -2.0, 3.0]
     z = a + 1j * np.array([0.0, 9.0, -9.0])  # complex: decided by the real parts
     assert list(expr.select_greater(z, b, 1.0, 0.0)) == [0.0, 0.0, 1.0]

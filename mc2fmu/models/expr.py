@@ -247,8 +247,8 @@ def select_greater(a, b, x, y):
             return x
         return Expr("gt", (a, b, x, y))
     vals = [v for v in (a, b, x, y) if not isinstance(v, (int, float, complex))]
-    if not vals:
-        return x if a > b else y
+    if not vals:  # numbers (complex ones, numpy's included, by their real parts)
+        return x if np.real(a) > np.real(b) else y
     return ops(vals[0]).select_greater(a, b, x, y)
 
 
