@@ -56,11 +56,12 @@ def polar(D: Sequence, iterations: int = POLAR_ITERATIONS) -> list:
         C = _cofactors(X)
         det = X[0] * C[0] + X[1] * C[1] + X[2] * C[2]
         det = select_greater(abs(det), SINGULAR, det, 1.0)
-        norm_x = sqrt(sum(x * x for x in X))
-        norm_x = select_greater(norm_x, SINGULAR, norm_x, 1.0)
-        g = sqrt(sqrt(sum(c * c for c in C)) / (abs(det) * norm_x))  # |X^-1|_F = |C|_F / |det X|
+        xx = sum(x * x for x in X)
+        xx = select_greater(xx, SINGULAR, xx, 1.0)
+        g = sqrt(sqrt(sum(c * c for c in C) / (det * det * xx)))  # |X^-1|_F = |C|_F / |det X|
         g = select_greater(g, SINGULAR, g, 1.0)
-        X = [0.5 * (g * x + c / (g * det)) for x, c in zip(X, C)]
+        inv = 1.0 / (g * det)  # one division, not nine
+        X = [0.5 * (g * x + c * inv) for x, c in zip(X, C)]
     return X
 
 
@@ -78,14 +79,15 @@ def quaternion(R: Sequence) -> list:
     quats = []
     for arg, nums in cases:
         s = 2.0 * sqrt(maximum(arg, 0.25))
-        quats.append([0.25 * s if num is None else num / s for num in nums])
+        inv = 1.0 / s
+        quats.append([0.25 * s if num is None else num * inv for num in nums])
     keys = [tr, R[0], R[4], R[8]]
     q, best = quats[0], keys[0]
     for key, cand in zip(keys[1:], quats[1:]):
         q = [select_greater(key, best, c, v) for c, v in zip(cand, q)]
         best = select_greater(key, best, key, best)
-    norm = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
-    q = [v / norm for v in q]
+    inv = 1.0 / sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    q = [v * inv for v in q]
     return [select_greater(0.0, q[0], -v, v) for v in q]
 
 
