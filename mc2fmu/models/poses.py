@@ -7,7 +7,8 @@ centre-of-mass offset ``com`` (the body frame's, so the origin is ``r0 - R com``
 * ``R`` is the orthogonal polar factor of ``D = [r1 - r0, r2 - r0, r3 - r0] / L`` (the nearest
   rotation to a decoded body, which is rigid only to the decoder's accuracy) by Newton's
   iteration with Higham's Frobenius-norm scaling, ``X <- (g X + X^-T / g) / 2``, ``g =
-  sqrt(|X^-1|_F / |X|_F)``, :data:`POLAR_ITERATIONS` times (a frame with ``det D < 0``, a
+  sqrt(|X^-1|_F / |X|_F)`` (the first :data:`SCALED_ITERATIONS`; ``g = 1`` after them),
+  :data:`POLAR_ITERATIONS` times (a frame with ``det D < 0``, a
   mirrored body that a decoder gives only far outside its training envelope, has an
   orthogonal factor that is a reflection: its quaternion has no meaning there);
 * the quaternion by Shepperd's method (the largest of ``tr R``, ``R11``, ``R22``, ``R33``, the
@@ -34,9 +35,14 @@ from .expr import inputs, maximum, select_greater, sqrt
 #: body's rigidity error ``e`` (1e-5 to 1e-3 of its length inside the training envelope) is
 #: ``e^(2^k)`` after ``k``, at rounding after 3 from ``e = 1e-3``.  Unscaled, a singular value
 #: of ``D`` far from 1 only halves its distance per iteration (6 left 3.5e-7 at a singular
-#: value of 0.1 and 0.4 at 1e-3, a nearly flat body); with the scaling 6 reach rounding from
-#: singular values of 1e-6 to 10 (tests/test_poses.py)
+#: value of 0.1 and 0.4 at 1e-3, a nearly flat body); scaled, they reach rounding from singular
+#: values of 1e-6 to 10 (tests/test_poses.py: 2 scaled and 4 plain iterations suffice there)
 POLAR_ITERATIONS = 6
+#: the first iterations are scaled; the rest, near convergence where the scale is 1, are not
+#: (a scaled iteration's two square roots and two divisions are a chain of latencies: with all
+#: six scaled the C host's step reading every output took 10-17 % longer than the unscaled
+#: loop it replaced, at 1-5 % more instructions; docs/benchmarks.md "FMU cost per step")
+SCALED_ITERATIONS = 3
 #: below this ``|det X|``, ``|X|_F`` or scaling an iteration takes 1 instead (``X`` is then
 #: singular: no rotation is near it, and the pose stays finite rather than dividing by zero)
 SINGULAR = 1e-300
@@ -52,10 +58,14 @@ def _cofactors(X: Sequence) -> list:
 def polar(D: Sequence, iterations: int = POLAR_ITERATIONS) -> list:
     """The orthogonal polar factor of the row-major 3 x 3 ``D`` (``det D > 0``: a rotation)."""
     X = list(D)
-    for _ in range(iterations):
+    for k in range(iterations):
         C = _cofactors(X)
         det = X[0] * C[0] + X[1] * C[1] + X[2] * C[2]
         det = select_greater(abs(det), SINGULAR, det, 1.0)
+        if k >= SCALED_ITERATIONS:
+            inv = 1.0 / det
+            X = [0.5 * (x + c * inv) for x, c in zip(X, C)]
+            continue
         xx = sum(x * x for x in X)
         xx = select_greater(xx, SINGULAR, xx, 1.0)
         g = sqrt(sqrt(sum(c * c for c in C) / (det * det * xx)))  # |X^-1|_F = |C|_F / |det X|
