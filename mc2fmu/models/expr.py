@@ -1,9 +1,9 @@
 """A small scalar expression graph: maths written once in Python, evaluated on numbers or
 traced into a graph that is printed as C or Modelica.
 
-A description written with Python's arithmetic operators, :func:`sqrt` and :func:`maximum`
-(or numpy's ``sqrt``, ``sin``, ``cos``, ``tanh`` on arrays of expressions, which call the
-nodes' methods of those names) runs unchanged on
+A description written with Python's arithmetic operators, :func:`sqrt`, :func:`maximum` and
+:func:`select_greater` (or numpy's ``sqrt``, ``sin``, ``cos``, ``tanh`` on arrays of
+expressions, which call the nodes' methods of those names) runs unchanged on
 
 * floats or numpy arrays (one value per sample: the run-time model, ``simulate``);
 * CasADi symbols (``SX``), whose own graph CasADi differentiates;
