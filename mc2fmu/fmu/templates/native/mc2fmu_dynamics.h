@@ -9,9 +9,8 @@
      parts (MC2FMU_RE), |.| is sign(Re z) z (MC2FMU_ABS), so both variants take the same path.
 
    No include guard: that is the point.  The includer defines mc2fmu_real, MC2FMU_(name),
-   MC2FMU_STATIC, MC2FMU_RE, MC2FMU_ABS, MC2FMU_CHANGE (the size of an iteration's update) and
-   the elementary functions MC2FMU_COS, _SIN, _TANH, _EXP, _SQRT, _LOG1P; the end of this file
-   undefines them all, ready for the next inclusion. */
+   MC2FMU_STATIC, MC2FMU_RE, MC2FMU_ABS and the elementary functions MC2FMU_COS, _SIN, _TANH,
+   _EXP, _SQRT, _LOG1P; the end of this file undefines them all, ready for the next inclusion. */
 
 /* torch's softplus (beta 1, threshold 20), its branch taken on the real part: the printed
    expressions' softplus (mc2fmu/models/expr.py) */
@@ -690,7 +689,6 @@ MC2FMU_STATIC void MC2FMU_(motion_at)(MC2FMU_(terms) *T, const mc2fmu_real *q, c
 #undef MC2FMU_STATIC
 #undef MC2FMU_RE
 #undef MC2FMU_ABS
-#undef MC2FMU_CHANGE
 #undef MC2FMU_COS
 #undef MC2FMU_SIN
 #undef MC2FMU_TANH

@@ -316,7 +316,6 @@ static double mc2fmu_physics_form(const double *th, mc2fmu_physics *ph, double *
 #endif
 #define MC2FMU_RE(z) (z)
 #define MC2FMU_ABS(z) fabs(z)
-#define MC2FMU_CHANGE(d) fabs(d)
 #define MC2FMU_COS cos
 #define MC2FMU_SIN sin
 #define MC2FMU_TANH tanh
@@ -355,7 +354,6 @@ static mc2fmu_rows mc2fmu_network(const double *q, mc2fmu_rows A, mc2fmu_rows B,
 #define MC2FMU_STATIC static MC2FMU_UNUSED
 #define MC2FMU_RE(z) creal(z)
 #define MC2FMU_ABS(z) (creal(z) < 0.0 ? -(z) : (z))
-#define MC2FMU_CHANGE(d) fmax(fabs(creal(d)), fabs(cimag(d)) / MC2FMU_CS_H)
 #define MC2FMU_COS ccos
 #define MC2FMU_SIN csin
 #define MC2FMU_TANH ctanh
