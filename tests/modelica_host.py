@@ -2,9 +2,11 @@
 and the benchmark's independent reading of the equations (pymoca parses and flattens the
 file itself; nothing of mc2fmu's code is involved).
 
-pymoca 0.12 implements no ``assert`` ("Unknown function assert"): :func:`compile_modelica`
-removes the exported file's one ``assert(...)`` statement (the envelope warning, standard
-Modelica, which rumoca reads) and nothing else.
+pymoca 0.12 implements neither ``assert`` ("Unknown function assert") nor ``noEvent``:
+:func:`compile_modelica` removes the exported file's one ``assert(...)`` statement (the
+envelope warning) and unwraps every ``noEvent(e)`` to ``e`` (an if-expression's relation: the
+value is the same, only a tool's event handling differs), both standard Modelica, which
+rumoca reads, and nothing else.
 
 pymoca leaves the model as residual equations.  The dynamics (``der(q)``, ``der(qd)`` and
 every algebraic variable but the pose outputs and the envelope) are solved from them with
@@ -24,9 +26,23 @@ from pathlib import Path
 import numpy as np
 
 #: the outputs' variables (of an export, or of one inside a system model: ``plant.crank_x``)
-OUTPUTS = re.compile(r"^(.*\.)?(envelope|kinetic_energy|potential_energy|mc2fmu_m[0-9]+|mc2fmu_env[0-9]+|"
-                     r"[A-Za-z0-9_]*_(pol|pdet|qraw|qsign|x|y|z|qw|qx|qy|qz|vx|vy|vz|wx|wy|wz))$")
+OUTPUTS = re.compile(r"^(.*\.)?(envelope|kinetic_energy|potential_energy|mc2fmu_m[0-9]+|mc2fmu_env[0-9]+|mc2fmu_p[0-9]+|"
+                     r"[A-Za-z0-9_]*_(x|y|z|qw|qx|qy|qz|vx|vy|vz|wx|wy|wz))$")
 ASSERT = re.compile(r"^\s*assert\(.*\);\s*\n", re.M)
+
+
+def without_no_event(text: str) -> str:
+    """``text`` with each ``noEvent(e)`` written ``e`` (parentheses matched)."""
+    out, i = [], 0
+    while (k := text.find("noEvent(", i)) >= 0:
+        out.append(text[i:k])
+        depth, j = 1, k + len("noEvent(")
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+        out.append("(" + text[k + len("noEvent("):j - 1] + ")")
+        i = j
+    return "".join(out) + text[i:]
 
 
 def compile_modelica(path: Path, *others: Path) -> tuple[object, float]:
@@ -38,7 +54,7 @@ def compile_modelica(path: Path, *others: Path) -> tuple[object, float]:
         for f in (Path(path), *map(Path, others)):
             text = f.read_text()
             assert len(ASSERT.findall(text)) <= 1, "an export has one assert, the envelope warning"
-            (Path(tmp) / f.name).write_text(ASSERT.sub("", text))
+            (Path(tmp) / f.name).write_text(without_no_event(ASSERT.sub("", text)))
         t0 = time.perf_counter()
         model = api.transfer_model(tmp, Path(path).stem, {"replace_constants": True, "replace_parameter_values": False,
                                                           "replace_parameter_expressions": True})

@@ -14,8 +14,8 @@ importing tool differentiates, sorts and solves itself.
   learned law), the identified terms;
 * ``der(q) = qd`` and ``Mm * der(qd) = rhs`` with ``Mm = J^T M J`` and
   ``rhs = J^T (f - M s) + fid`` (``fid = Xi^T lambda``): the same reduced dynamics as the FMUs;
-* each body's origin and quaternion from the decoded points (the polar factor by unrolled
-  Newton iterations, Shepperd's quaternion), ``q``, ``qd``, ``envelope`` and a warning-level
+* each body's origin and quaternion from the decoded points (printed from
+  :mod:`mc2fmu.models.poses`, as the native FMU's C), ``q``, ``qd``, ``envelope`` and a warning-level
   ``assert`` when it rises above the leave threshold.
 
 The subset of Modelica it keeps to (docs/modelica.md): literal array constructors in
@@ -47,12 +47,10 @@ from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD, traced as envelope_traced
 from ..models.expr import clear as expr_clear, emit_modelica, inputs as expr_inputs
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
+from ..models.poses import body_pose
 from ..models.spring_laws import traced as law_traced
 from ..models.terms import active_terms, traced as terms_traced
 
-#: Newton iterations of the polar factor R <- (R + R^-T) / 2: quadratic convergence from the
-#: decoded points' rigidity error (~1e-4) reaches rounding in 3; 5 leave a margin
-POLAR_ITERATIONS = 5
 TEMPLATE = Path(__file__).with_name("templates") / "model.mo.in"
 #: Modelica 3.6 keywords (section 2.3.3), which no generated name may be
 KEYWORDS = set("""algorithm and annotation block break class connect connector constant constrainedby der
@@ -360,7 +358,7 @@ def _decoder(src: _Source, art, model, act: str) -> None:
                           f"d2_{l}[i] = -2.0 * z{l}[i] * d1_{l}[i];"],
                  "sigmoid": [f"z{l}[i] = (1.0 + exp(-a{l}[i]))^(-1);", f"d1_{l}[i] = z{l}[i] * (1.0 - z{l}[i]);",
                              f"d2_{l}[i] = d1_{l}[i] * (1.0 - 2.0 * z{l}[i]);"],
-                 "softplus": [f"z{l}[i] = if a{l}[i] > 20.0 then a{l}[i] else log(1.0 + exp(a{l}[i]));",
+                 "softplus": [f"z{l}[i] = if noEvent(a{l}[i] > 20.0) then a{l}[i] else log(1.0 + exp(a{l}[i]));",
                               f"d1_{l}[i] = (1.0 + exp(-a{l}[i]))^(-1);",
                               f"d2_{l}[i] = d1_{l}[i] * (1.0 - d1_{l}[i]);"]}[act]
         # one loop variable per loop (pymoca 0.12 cannot compile nested for loops): a loop per column
@@ -435,57 +433,21 @@ def _identified(src: _Source, lib, m: int, n_u: int) -> None:
 
 
 def _poses(src: _Source, bodies, layout) -> None:
-    """origin = r0 - R com, R the polar factor of [(r1 - r0), (r2 - r0), (r3 - r0)] / L by
-    unrolled Newton iterations, the quaternion by Shepperd's method (w >= 0)."""
-    it = POLAR_ITERATIONS
-    cof = ["X5 * X9 - X6 * X8", "X6 * X7 - X4 * X9", "X4 * X8 - X5 * X7", "X3 * X8 - X2 * X9", "X1 * X9 - X3 * X7",
-           "X2 * X7 - X1 * X8", "X2 * X6 - X3 * X5", "X3 * X4 - X1 * X6", "X1 * X5 - X2 * X4"]
-    for b, bl in zip(bodies, layout.bodies):
-        o, iL, P = bl.offset, 1.0 / bl.length, b.name
-        src.var(f"Real {P}_pol[{it + 1}, 9]", f"{P}: the polar factor's Newton iterates (row-major 3 x 3)")
-        src.var(f"Real {P}_pdet[{it}]", f"{P}: their determinants")
-        src.var(f"Real {P}_qraw[4]", f"{P}: the quaternion before normalisation")
-        src.var(f"Real {P}_qsign", f"{P}: +1 or -1, making w >= 0")
-        for i in range(3):
-            for k in range(3):
-                src.eq(f"{P}_pol[1, {3 * i + k + 1}] = (x[{o + 3 * (k + 1) + i + 1}] - x[{o + i + 1}]) * {_num(iL)};")
-        for n in range(1, it + 1):
-            def X(c, n=n):
-                return f"{P}_pol[{n}, {c}]"
-
-            def C(k, n=n):
-                return re.sub(r"X(\d)", lambda mt: X(int(mt.group(1)), n), cof[k])
-
-            src.eq(f"{P}_pdet[{n}] = {X(1)} * ({C(0)}) + {X(2)} * ({C(1)}) + {X(3)} * ({C(2)});")
-            for k in range(9):
-                src.eq(f"{P}_pol[{n + 1}, {k + 1}] = 0.5 * ({X(k + 1)} + ({C(k)}) * {P}_pdet[{n}]^(-1));")
-        R = [f"{P}_pol[{it + 1}, {k + 1}]" for k in range(9)]
-        c = [float(v) for v in bl.com]
-        for i, axis in enumerate("xyz"):
-            src.eq(f"{b.name}_{axis} = x[{o + i + 1}] - (" + " + ".join(
-                f"{R[3 * i + k]} * {_num(c[k])}" for k in range(3)) + ");")
-        tr = f"({R[0]} + {R[4]} + {R[8]})"
-        k0 = f"{tr} >= {R[0]} and {tr} >= {R[4]} and {tr} >= {R[8]}"
-        k1 = f"{R[0]} >= {R[4]} and {R[0]} >= {R[8]}"
-        k2 = f"{R[4]} >= {R[8]}"
-        branches = [  # (s argument, components as (numerator, is the s component))
-            (f"1.0 + {tr}", [None, f"{R[7]} - {R[5]}", f"{R[2]} - {R[6]}", f"{R[3]} - {R[1]}"]),
-            (f"1.0 + {R[0]} - {R[4]} - {R[8]}", [f"{R[7]} - {R[5]}", None, f"{R[1]} + {R[3]}", f"{R[2]} + {R[6]}"]),
-            (f"1.0 + {R[4]} - {R[0]} - {R[8]}", [f"{R[2]} - {R[6]}", f"{R[1]} + {R[3]}", None, f"{R[5]} + {R[7]}"]),
-            (f"1.0 + {R[8]} - {R[0]} - {R[4]}", [f"{R[3]} - {R[1]}", f"{R[2]} + {R[6]}", f"{R[5]} + {R[7]}", None]),
-        ]
-        for comp in range(4):
-            exprs = []
-            for arg, nums in branches:
-                # the chosen branch has arg = 4 max(w, x, y, z)^2 >= 1; the floor keeps the others finite
-                sq = f"sqrt(max({arg}, 0.25))"
-                exprs.append(f"0.5 * {sq}" if nums[comp] is None else f"({nums[comp]}) * 0.5 * {sq}^(-1)")
-            src.eq(f"{P}_qraw[{comp + 1}] = if {k0} then {exprs[0]} elseif {k1} then {exprs[1]} elseif {k2} then "
-                   f"{exprs[2]} else {exprs[3]};")
-        src.eq(f"{P}_qsign = if {P}_qraw[1] < 0.0 then -1.0 else 1.0;")
-        norm = f"sqrt({P}_qraw[1]^2 + {P}_qraw[2]^2 + {P}_qraw[3]^2 + {P}_qraw[4]^2)"
-        for comp, name in enumerate(("qw", "qx", "qy", "qz")):
-            src.eq(f"{b.name}_{name} = {P}_qsign * {P}_qraw[{comp + 1}] * {norm}^(-1);")
+    """Each body's origin and quaternion (``<body>_x`` ... ``<body>_qz``), printed from
+    :func:`mc2fmu.models.poses.body_pose` of the decoded ``x`` (the body's length and
+    centre-of-mass offset folded in as numbers): the text the native FMU and the python
+    backend print, as equations."""
+    x = expr_inputs("x", layout.size)
+    outputs = []
+    for bl in layout.bodies:
+        p = x[bl.offset:bl.offset + 12]
+        outputs += body_pose(p, float(bl.length), [float(c) for c in bl.com])
+    temps, lines = emit_modelica(outputs, lambda name, i: f"x[{i + 1}]", "mc2fmu_p")
+    for t in temps:
+        src.var(f"Real {t}", "a shared term of the poses")
+    src.eq(*lines[:len(temps)])
+    names = [f"{b.name}_{c}" for b in bodies for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+    src.eq(*[f"{n} = {e};" for n, e in zip(names, lines[len(temps):])])
 
 
 def _theta_leaf(mech):

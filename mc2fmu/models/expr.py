@@ -299,9 +299,11 @@ _PYTHON_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": 
 _MAX = (None, "MC2FMU_(max)", "max", "max")
 #: the ``gt`` node (:func:`select_greater`) in C, Modelica and Python, of the operands' texts;
 #: always a temporary of its own (in Modelica an if-expression as an equation's whole
-#: right-hand side, the form the export's own equations use)
+#: right-hand side, the form the export's own equations use, its relation in ``noEvent``: the
+#: descriptions select among formulas that agree at the switch, or guard a singular value, so
+#: a tool has no event to place there)
 _SELECT = (None, lambda a, b, x, y: f"(MC2FMU_RE({a}) > MC2FMU_RE({b}) ? {x} : {y})",
-           lambda a, b, x, y: f"if {a} > {b} then {x} else {y}",
+           lambda a, b, x, y: f"if noEvent({a} > {b}) then {x} else {y}",
            lambda a, b, x, y: f"({x} if {a} > {b} else {y})")
 #: the deepest nesting of parentheses an inlined expression gets before it becomes a
 #: temporary: a long sum (an energy over 81 bodies) printed as one expression nested 800 deep,

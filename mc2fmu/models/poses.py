@@ -17,11 +17,9 @@ centre-of-mass offset ``com`` (the body frame's, so the origin is ``r0 - R com``
 It is plain arithmetic with :func:`~.expr.sqrt`, :func:`~.expr.maximum` and
 :func:`~.expr.select_greater`, so the same code runs on floats, numpy arrays (one value per
 sample), complex arrays (the complex step), CasADi symbols, and :mod:`.expr` leaves, which
-:func:`traced` records to be printed: the native FMU's C (``mc2fmu_poses.h``) and the python
-backend's slave.  The Modelica export still writes its own unrolled equations (five
-iterations, the quaternion's case by ``elseif`` conditions): printed from this text, the
-tests' pymoca harness, which solves the equations by Newton's method from a random guess,
-did not converge on the chained selections.  :func:`mc2fmu.mechanics.natural.poses_from_nc`
+:func:`traced` records to be printed: the native FMU's C (``mc2fmu_poses.h``), the python
+backend's slave and the Modelica export's equations (there per body, with its length and
+centre of mass folded in as numbers).  :func:`mc2fmu.mechanics.natural.poses_from_nc`
 (an SVD) is the independent reference the tests hold them to.
 """
 
