@@ -111,6 +111,28 @@ def test_two_coordinates_one_an_angle_pass_the_self_check(reference_run, tmp_pat
     assert summary["native_max_difference"]["rhs"] <= 1e-12 and summary["native_max_difference"]["step"] <= 1e-12
 
 
+@pytest.mark.parametrize("step_map", ["paper", "centred"])
+def test_the_printed_step_map_is_the_models(reference_run, tmp_path, step_map):
+    """``mc2fmu_step.h`` is printed from the model's own step map: the export's self-check
+    finds the C step equal to the run-time model's (numpy, its calls of the acceleration its
+    own) to 1e-12 for either map, and the two maps' C differ (the centred map calls the
+    acceleration twice)."""
+    from mc2fmu.fmu.export import export_fmu
+    from mc2fmu.pipeline import train as fit
+    from mc2fmu.reducers.autoencoder.config import TrainConfig
+
+    run = reference_run("four_bar", "train")
+    mech = Path(run["path"]).parent.parent / "mechanism.toml"
+    fit(mech, [run["path"]], TrainConfig(dof=1, step_map=step_map, samples=64, adam_epochs=2, lbfgs_iters=2),
+        tmp_path / "model")
+    summary = export_fmu(tmp_path / "model", tmp_path / "m.fmu", "native")
+    assert summary["native_max_difference"]["step"] <= 1e-12
+    with zipfile.ZipFile(tmp_path / "m.fmu") as z:
+        text = z.read("sources/mc2fmu_step.h").decode()
+    assert f"step map '{step_map}'" in text
+    assert text.count("MC2FMU_(acceleration)(T, ") == (2 if step_map == "centred" else 1)
+
+
 def test_folded_input_force_factors_are_exact_and_of_the_matrix_rank():
     """``C = L R`` with ``k`` the rank: a rank-3 matrix gives 3 factors that rebuild it to
     rounding, a zero matrix none."""

@@ -129,3 +129,32 @@ def test_the_pose_traces_through_numpy_object_arrays():
     arr = np.array(p, dtype=object)[:, None]
     out = body_pose(list(arr), g[0], g[1:])
     assert [o[0] for o in out] == traced()
+
+
+def test_calls_are_printed_between_what_they_read_and_what_reads_them():
+    """:func:`expr.emit_c_calls`: a description that calls an opaque function twice, the second
+    call reading the first's results and the outputs reading both, printed as C; the C run as
+    Python statement by statement (the calls by the function itself) gives what the description
+    gives on numbers."""
+    def described(x, call):
+        b = call([x[0] * x[1], x[0] + x[1] / 3.0])
+        c = call([b[0] * x[0], b[1] - x[1]])
+        return [c[0] + b[1], c[1] * 2.0 + x[0], (c[0] - b[0]) * c[1]]
+
+    def fn(v):
+        return [v[0] * v[1] + 1.0, math.sin(v[0]) - v[1]]
+
+    trace = expr.CallTrace("a")
+    code = expr.emit_c_calls(described(expr.inputs("x", 2), trace), trace, lambda k: f"CALL({k});", arg="v")
+    assert len(trace.calls) == 2
+    lines = [ln.strip() for ln in code.splitlines()]
+    assert lines[0] == "mc2fmu_real v0[2], a0[2], v1[2], a1[2];"
+    env = {"x": [0.7, -1.3], "out": [None] * 3, "v0": [0.0] * 2, "a0": [0.0] * 2, "v1": [0.0] * 2, "a1": [0.0] * 2}
+
+    def CALL(k):
+        env[f"a{k}"][:] = fn(env[f"v{k}"])
+
+    env["CALL"] = CALL
+    for line in lines[1:]:
+        exec(line.removeprefix("const mc2fmu_real ").rstrip(";"), {}, env)
+    assert env["out"] == pytest.approx(described([0.7, -1.3], fn), rel=1e-15)

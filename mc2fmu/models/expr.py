@@ -67,6 +67,8 @@ class Expr:
         return self.op == "const" and (v is None or self.value == v)
 
     def __add__(self, other):
+        if isinstance(other, np.ndarray):  # element-wise: numpy's reflected operation
+            return NotImplemented
         a, b = self, Expr.wrap(other)
         if a.is_const() and b.is_const():
             return Expr.wrap(a.value + b.value)
@@ -80,6 +82,8 @@ class Expr:
         return Expr.wrap(other) + self
 
     def __sub__(self, other):
+        if isinstance(other, np.ndarray):  # element-wise: numpy's reflected operation
+            return NotImplemented
         a, b = self, Expr.wrap(other)
         if a.is_const() and b.is_const():
             return Expr.wrap(a.value - b.value)
@@ -93,6 +97,8 @@ class Expr:
         return Expr.wrap(other) - self
 
     def __mul__(self, other):
+        if isinstance(other, np.ndarray):  # element-wise: numpy's reflected operation
+            return NotImplemented
         a, b = self, Expr.wrap(other)
         if a.is_const() and b.is_const():
             return Expr.wrap(a.value * b.value)
@@ -112,6 +118,8 @@ class Expr:
         return Expr.wrap(other) * self
 
     def __truediv__(self, other):
+        if isinstance(other, np.ndarray):  # element-wise: numpy's reflected operation
+            return NotImplemented
         a, b = self, Expr.wrap(other)
         if b.is_const(0.0):
             raise ZeroDivisionError("an expression divided by the constant 0")
@@ -312,9 +320,11 @@ MAX_DEPTH = 16
 
 
 def _print(outputs: Sequence[Expr], leaf, temp, language: int,
-           divide=lambda a, b: f"({a} / {b})") -> tuple[list[tuple[str, str]], list[str]]:
+           divide=lambda a, b: f"({a} / {b})", made: list[int] | None = None) -> tuple[list[tuple[str, str]], list[str]]:
     """``(assignments, results)``: each interior node read more than once or by an output as
-    a temporary ``(name, expression)``, in order, and each output's expression."""
+    a temporary ``(name, expression)``, in order, and each output's expression; ``made``, if
+    given, receives per output the number of assignments its expression needs (the outputs
+    are visited in order, so an earlier output never needs a later one's)."""
     order = _order(outputs)
     uses: dict[int, int] = {}
     for node in order:
@@ -324,6 +334,7 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
         uses[id(node)] = uses.get(id(node), 0) + 2
     text: dict[int, str] = {}
     depth: dict[int, int] = {}  # the parentheses an inlined expression nests
+    count: dict[int, int] = {}  # the assignments made when a node's expression is complete
     assignments: list[tuple[str, str]] = []
     for node in order:
         d = 1 + max((depth[id(a)] for a in node.args), default=-1)
@@ -352,6 +363,9 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
             s, d = name, 0
         text[id(node)] = s
         depth[id(node)] = d
+        count[id(node)] = len(assignments)
+    if made is not None:
+        made[:] = [count[id(o)] for o in outputs]
     return assignments, [text[id(o)] for o in outputs]
 
 
@@ -362,6 +376,52 @@ def emit_c(outputs: Sequence, out: str = "out", indent: str = "    ", ctype: str
     assignments, results = _print(outs, lambda name, i: f"{name}[{i}]", lambda k: f"t{k}", _C)
     lines = [f"{indent}const {ctype} {n} = {s};" for n, s in assignments]
     lines += [f"{indent}{out}[{k}] = {s};" for k, s in enumerate(results)]
+    return "\n".join(lines)
+
+
+class CallTrace:
+    """The calls of an opaque function inside a traced description (a step map's calls of the
+    acceleration, which the target computes its own way): called with the arguments
+    (expressions), it records them and returns the results, new leaves ``{result}{k}[i]`` of
+    call ``k``.  :func:`emit_c_calls` prints the description with each call a statement
+    between what its arguments read and what reads its results."""
+
+    def __init__(self, result: str, n_out: int | None = None):
+        self.result, self.n_out = result, n_out
+        self.calls: list[list[Expr]] = []
+
+    def __call__(self, args: Sequence) -> list[Expr]:
+        k = len(self.calls)
+        self.calls.append([Expr.wrap(a) for a in args])
+        return inputs(f"{self.result}{k}", len(args) if self.n_out is None else self.n_out)
+
+
+def emit_c_calls(outputs: Sequence, trace: CallTrace, call, arg: str = "arg", out: str = "out",
+                 leaf=lambda name, i: f"{name}[{i}]", indent: str = "    ", ctype: str = "mc2fmu_real") -> str:
+    """C statements that set ``out[k]`` to output ``k`` of a description that made the calls
+    ``trace`` holds: call ``k``'s arguments are written to an array ``{arg}{k}``, then
+    ``call(k)`` (the C statement that fills ``{trace.result}{k}``) runs, each after the
+    temporaries it reads and before those that read its results.  ``leaf(name, i)`` gives an
+    input's C expression (not the call results': those are ``{result}{k}[i]``)."""
+    outs = [Expr.wrap(o) for o in outputs]
+    roots = [a for args in trace.calls for a in args]
+    result = trace.result
+    leaves = lambda name, i: f"{name}[{i}]" if name.startswith(result) and name[len(result):].isdigit() \
+        else leaf(name, i)  # noqa: E731
+    made: list[int] = []
+    assignments, texts = _print(roots + outs, leaves, lambda k: f"t{k}", _C, made=made)
+    lines = [f"{indent}{ctype} " + ", ".join(
+        f"{arg}{k}[{len(args)}], {result}{k}[{trace.n_out or len(args)}]" for k, args in enumerate(trace.calls)) + ";"] \
+        if trace.calls else []
+    done, r = 0, 0
+    for k, args in enumerate(trace.calls):
+        ready = max([done] + [made[r + i] for i in range(len(args))])
+        lines += [f"{indent}const {ctype} {n} = {s};" for n, s in assignments[done:ready]]
+        lines += [f"{indent}{arg}{k}[{i}] = {texts[r + i]};" for i in range(len(args))]
+        lines.append(f"{indent}{call(k)}")
+        done, r = ready, r + len(args)
+    lines += [f"{indent}const {ctype} {n} = {s};" for n, s in assignments[done:]]
+    lines += [f"{indent}{out}[{k}] = {s};" for k, s in enumerate(texts[r:])]
     return "\n".join(lines)
 
 

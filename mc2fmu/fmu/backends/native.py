@@ -11,14 +11,16 @@ other platforms compile the sources themselves.
   model as sparse rows, the output layer and the springs folded into the last hidden layer,
   the body layout, the envelope);
 * ``sources/mc2fmu_motion.h``, ``sources/mc2fmu_terms.h``, ``sources/mc2fmu_laws.h``,
-  ``sources/mc2fmu_envelope.h``, ``sources/mc2fmu_solve.h``, ``sources/mc2fmu_poses.h`` and ``sources/mc2fmu_mass.h`` are
+  ``sources/mc2fmu_envelope.h``, ``sources/mc2fmu_solve.h``, ``sources/mc2fmu_poses.h``, ``sources/mc2fmu_step.h`` and
+  ``sources/mc2fmu_mass.h`` are
   printed per model from the run-time model's own Python (:func:`render_motion`:
   :mod:`mc2fmu.models.motion`; :func:`render_terms`: :func:`mc2fmu.models.terms.traced`;
   :func:`render_laws`: the learned spring laws, :func:`mc2fmu.models.spring_laws.traced`;
   :func:`render_envelope`: the training envelope's distance, :func:`mc2fmu.models.envelope.traced`;
   :func:`render_solve`: the reduced mass matrix's Cholesky solve,
   :func:`mc2fmu.models.manifold.cholesky_steps`; :func:`render_poses`: a body's pose,
-  :func:`mc2fmu.models.poses.traced`; for ``double`` and the complex twin alike;
+  :func:`mc2fmu.models.poses.traced`; :func:`render_step`: the one-step map,
+  :mod:`mc2fmu.models.step_maps`; for ``double`` and the complex twin alike;
   :func:`render_mass`: a body's point mass block,
   :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
@@ -78,11 +80,12 @@ from ...models.artifact import MASS_CHECKS, mass_check_configurations
 from ...models.charted import LocalPcaModel, NodeModel
 from ...models.envelope import LEAVE_THRESHOLD, sample_points, traced as envelope_traced
 from ...models.local_linear import START_ITERATIONS, START_TOLERANCE
-from ...models.expr import emit_c, inputs as expr_inputs, sqrt as expr_sqrt
+from ...models.expr import CallTrace, emit_c, emit_c_calls, inputs as expr_inputs, sqrt as expr_sqrt
 from ...models.manifold import ManifoldModel, cholesky_steps, spring_force
 from ...models.motion import traced_law_energy as motion_law_energy, traced_mass, traced_parts as motion_parts
 from ...models.poses import traced as poses_traced
 from ...models.spring_laws import POTENTIAL_NODES, traced as law_traced
+from ...models.step_maps import get_step_map
 from ...models.terms import active_terms, traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
 from ..description import fmu_variables, model_description_fmi2, model_description_fmi3
@@ -319,7 +322,6 @@ def render_model_header(artifact, variables, *, token: str, ident: str, interfac
         "MC2FMU_MAX_DAMPING": _c_double(mechanism_limits.MAX_SPRING["damping"]),
         "MC2FMU_NLAW": len(laws),
         "MC2FMU_ACTIVATION": f"{ACTIVATIONS[model.decoder.activation]} /* {model.decoder.activation} */",
-        "MC2FMU_STEP_CENTRED": f"{int(model.step_map_name == 'centred')} /* step map {model.step_map_name} */",
         "MC2FMU_DT": _c_double(artifact.dt),
         "MC2FMU_LEAVE_THRESHOLD": _c_double(LEAVE_THRESHOLD),
         "MC2FMU_HAS_CS": int(interface in ("cs", "both")), "MC2FMU_HAS_ME": int(interface in ("me", "both")),
@@ -641,6 +643,27 @@ def render_envelope(artifact) -> str:
         "    mc2fmu_real out[1];", "    (void)v;", emit_c([distance], out="out"), "    return out[0];", "}", ""])
 
 
+def render_step(artifact) -> str:
+    """``mc2fmu_step.h``: ``MC2FMU_(step_map)(T, q_prev, q, dt, q_next)``, the model's one-step
+    map (``q_{i+1}`` from ``q_{i-1}, q_i``, ``T`` evaluated at ``q_i, u_i``), printed from its
+    :class:`~mc2fmu.models.step_maps.StepMap` (what training and ``simulate`` run), each of its
+    calls of the acceleration a call of ``MC2FMU_(acceleration)(T, v, a)``."""
+    model = manifold_model(artifact)
+    step_map = get_step_map(model.step_map_name)
+    head = _printed_head(artifact, "mc2fmu_step.h", f"the one-step map '{step_map.name}'", "mc2fmu/models/step_maps.py")
+    m = artifact.dof
+    accel = CallTrace("a")
+    obj = lambda xs: np.array(xs, dtype=object)  # noqa: E731  (element-wise arithmetic on expressions)
+    q_next = step_map.step(lambda v: obj(accel(list(v))), obj(expr_inputs("q_prev", m)), obj(expr_inputs("q", m)),
+                           expr_inputs("dt", 1)[0])
+    body = emit_c_calls(list(q_next), accel, lambda k: f"MC2FMU_(acceleration)(T, v{k}, a{k});", arg="v", out="q_next",
+                        leaf=lambda name, i: "dt" if name == "dt" else f"{name}[{i}]")
+    return head + "\n".join([
+        f"/* q_{{i+1}} by the step map '{step_map.name}': {step_map.description} */",
+        "MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_prev, const mc2fmu_real *q, "
+        "double dt, mc2fmu_real *q_next) {", body, "}", ""])
+
+
 def render_poses(artifact) -> str:
     """``mc2fmu_poses.h``: ``MC2FMU_(pose_body)(p, g, pose)``, one body's origin and quaternion
     from its 12 coordinates ``p`` and ``g = (L, com)``, printed from
@@ -684,11 +707,12 @@ def write_sources(artifact, variables, folder: Path, *, fmi_version: int, token:
     (folder / "mc2fmu_envelope.h").write_text(render_envelope(artifact))
     (folder / "mc2fmu_solve.h").write_text(render_solve(artifact))
     (folder / "mc2fmu_poses.h").write_text(render_poses(artifact))
+    (folder / "mc2fmu_step.h").write_text(render_step(artifact))
     names = [GLUE[fmi_version], *SHARED_SOURCES]
     for name in names:
         shutil.copyfile(template_path(f"native/{name}"), folder / name)
     return [names[0], "mc2fmu_model.h", "mc2fmu_motion.h", "mc2fmu_mass.h", "mc2fmu_laws.h", "mc2fmu_terms.h",
-            "mc2fmu_envelope.h", "mc2fmu_solve.h", "mc2fmu_poses.h", *names[1:]]
+            "mc2fmu_envelope.h", "mc2fmu_solve.h", "mc2fmu_poses.h", "mc2fmu_step.h", *names[1:]]
 
 
 def finite_math_problem(platform: Platform | None = None) -> str | None:

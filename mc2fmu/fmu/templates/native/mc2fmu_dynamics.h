@@ -514,24 +514,9 @@ MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v
     MC2FMU_(cholesky_solve)(T->Mm, rhs, a);
 }
 
-/* the one-step map: q_{i+1} from q_{i-1}, q_i (T evaluated at q_i, u_i) */
-MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_prev, const mc2fmu_real *q, double dt, mc2fmu_real *q_next) {
-    mc2fmu_real base[MC2FMU_NQ], v[MC2FMU_NQ], a[MC2FMU_NQ];
-    int i;
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        base[i] = 2.0 * q[i] - q_prev[i];
-        v[i] = (q[i] - q_prev[i]) / dt;
-    }
-    MC2FMU_(acceleration)(T, v, a);
-    if (MC2FMU_STEP_CENTRED) {
-        for (i = 0; i < MC2FMU_NQ; i++) {
-            const mc2fmu_real q_pred = base[i] + dt * dt * a[i];
-            v[i] = (q_pred - q_prev[i]) / (2.0 * dt);
-        }
-        MC2FMU_(acceleration)(T, v, a);
-    }
-    for (i = 0; i < MC2FMU_NQ; i++) q_next[i] = base[i] + dt * dt * a[i];
-}
+/* the one-step map: q_{i+1} from q_{i-1}, q_i (T evaluated at q_i, u_i), printed per model from
+   mc2fmu/models/step_maps.py */
+#include "mc2fmu_step.h"
 
 #if MC2FMU_NODE
 /* ------------------------------------------------------------------ the MBD-NODE dynamics

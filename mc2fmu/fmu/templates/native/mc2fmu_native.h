@@ -20,7 +20,7 @@
      (exact algebra, different rounding; see mc2fmu_terms): the step propagates the last
      hidden layer only;
      the M_m solve by the same unrolled Cholesky factorisation;
-   - the step maps `paper` and `centred`;
+   - the step map (mc2fmu_step.h, printed per model from mc2fmu/models/step_maps.py);
    - co-simulation on the fixed internal grid t_k = t0 + k dt with the quadratic
      interpolation of the last three grid states at communication points;
    - poses from the decoded points: the polar factor of [(r1-r0),(r2-r0),(r3-r0)]/L by
