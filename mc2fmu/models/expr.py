@@ -396,13 +396,14 @@ class CallTrace:
         return inputs(f"{self.result}{k}", len(args) if self.n_out is None else self.n_out)
 
 
-def emit_c_calls(outputs: Sequence, trace: CallTrace, call, arg: str = "arg", out: str = "out",
+def emit_c_calls(outputs: Sequence, trace: CallTrace, call, arg: str = "arg", out="out",
                  leaf=lambda name, i: f"{name}[{i}]", indent: str = "    ", ctype: str = "mc2fmu_real") -> str:
     """C statements that set ``out[k]`` to output ``k`` of a description that made the calls
     ``trace`` holds: call ``k``'s arguments are written to an array ``{arg}{k}``, then
     ``call(k)`` (the C statement that fills ``{trace.result}{k}``) runs, each after the
     temporaries it reads and before those that read its results.  ``leaf(name, i)`` gives an
-    input's C expression (not the call results': those are ``{result}{k}[i]``)."""
+    input's C expression (not the call results': those are ``{result}{k}[i]``); ``out``: the
+    output array's name, or ``out(k)`` the C lvalue of output ``k``."""
     outs = [Expr.wrap(o) for o in outputs]
     roots = [a for args in trace.calls for a in args]
     result = trace.result
@@ -421,7 +422,8 @@ def emit_c_calls(outputs: Sequence, trace: CallTrace, call, arg: str = "arg", ou
         lines.append(f"{indent}{call(k)}")
         done, r = ready, r + len(args)
     lines += [f"{indent}const {ctype} {n} = {s};" for n, s in assignments[done:]]
-    lines += [f"{indent}{out}[{k}] = {s};" for k, s in enumerate(texts[r:])]
+    target = out if callable(out) else (lambda k: f"{out}[{k}]")
+    lines += [f"{indent}{target(k)} = {s};" for k, s in enumerate(texts[r:])]
     return "\n".join(lines)
 
 

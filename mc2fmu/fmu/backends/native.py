@@ -85,6 +85,7 @@ from ...models.manifold import ManifoldModel, cholesky_steps, spring_force
 from ...models.motion import traced_law_energy as motion_law_energy, traced_mass, traced_parts as motion_parts
 from ...models.poses import traced as poses_traced
 from ...models.spring_laws import POTENTIAL_NODES, traced as law_traced
+from ...models.node import rk4_step
 from ...models.step_maps import get_step_map
 from ...models.terms import active_terms, traced as terms_traced
 from ..common import LOG_CATEGORIES, artifact_members, require_manifold, model_digest, model_identifier, render, template_path
@@ -647,7 +648,9 @@ def render_step(artifact) -> str:
     """``mc2fmu_step.h``: ``MC2FMU_(step_map)(T, q_prev, q, dt, q_next)``, the model's one-step
     map (``q_{i+1}`` from ``q_{i-1}, q_i``, ``T`` evaluated at ``q_i, u_i``), printed from its
     :class:`~mc2fmu.models.step_maps.StepMap` (what training and ``simulate`` run), each of its
-    calls of the acceleration a call of ``MC2FMU_(acceleration)(T, v, a)``."""
+    calls of the acceleration a call of ``MC2FMU_(acceleration)(T, v, a)``; for a node model
+    also ``MC2FMU_(node_step)(q, qd, u, dt, q_next, qd_next)``, printed from
+    :func:`mc2fmu.models.node.rk4_step`."""
     model = manifold_model(artifact)
     step_map = get_step_map(model.step_map_name)
     head = _printed_head(artifact, "mc2fmu_step.h", f"the one-step map '{step_map.name}'", "mc2fmu/models/step_maps.py")
@@ -658,10 +661,22 @@ def render_step(artifact) -> str:
                            expr_inputs("dt", 1)[0])
     body = emit_c_calls(list(q_next), accel, lambda k: f"MC2FMU_(acceleration)(T, v{k}, a{k});", arg="v", out="q_next",
                         leaf=lambda name, i: "dt" if name == "dt" else f"{name}[{i}]")
-    return head + "\n".join([
-        f"/* q_{{i+1}} by the step map '{step_map.name}': {step_map.description} */",
-        "MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_prev, const mc2fmu_real *q, "
-        "double dt, mc2fmu_real *q_next) {", body, "}", ""])
+    code = [head, f"/* q_{{i+1}} by the step map '{step_map.name}': {step_map.description} */",
+            "MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_prev, const mc2fmu_real *q, "
+            "double dt, mc2fmu_real *q_next) {", body, "}", ""]
+    if node_model(artifact) is not None:
+        # the neural ODE's step: mc2fmu.models.node.rk4_step, each evaluation of f a call of the
+        # C's MC2FMU_(node_acceleration)(q, qd, u, a) on the stage's position and velocity
+        accel = CallTrace("a", n_out=m)
+        q_next, qd_next = rk4_step(lambda p, v, u: obj(accel([*p, *v])), obj(expr_inputs("q", m)),
+                                   obj(expr_inputs("qd", m)), None, expr_inputs("dt", 1)[0])
+        body = emit_c_calls([*q_next, *qd_next], accel, lambda k: f"MC2FMU_(node_acceleration)(s{k}, s{k} + {m}, u, a{k});",
+                            arg="s", out=lambda k: f"q_next[{k}]" if k < m else f"qd_next[{k - m}]",
+                            leaf=lambda name, i: "dt" if name == "dt" else f"{name}[{i}]")
+        code += ["/* one classical Runge-Kutta step of (q, qd)' = (qd, f(q, qd, u)), u held (mc2fmu.models.node.rk4_step) */",
+                 "MC2FMU_STATIC void MC2FMU_(node_step)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *u, "
+                 "double dt, mc2fmu_real *q_next, mc2fmu_real *qd_next) {", body, "}", ""]
+    return "\n".join(code)
 
 
 def render_poses(artifact) -> str:

@@ -514,10 +514,6 @@ MC2FMU_STATIC void MC2FMU_(acceleration)(MC2FMU_(terms) *T, const mc2fmu_real *v
     MC2FMU_(cholesky_solve)(T->Mm, rhs, a);
 }
 
-/* the one-step map: q_{i+1} from q_{i-1}, q_i (T evaluated at q_i, u_i), printed per model from
-   mc2fmu/models/step_maps.py */
-#include "mc2fmu_step.h"
-
 #if MC2FMU_NODE
 /* ------------------------------------------------------------------ the MBD-NODE dynamics
 
@@ -568,37 +564,12 @@ MC2FMU_STATIC void MC2FMU_(node_acceleration)(const mc2fmu_real *q, const mc2fmu
     for (i = 0; i < MC2FMU_NQ; i++) a[i] = z[i] * mc2fmu_node_a_scale[i] + mc2fmu_node_a_mean[i];
 }
 
-/* a stage of the Runge-Kutta step below: from the previous stage's velocity v_prev and
-   acceleration a_prev, v = qd + c a_prev at p = q + c v_prev, and a = f(p, v, u) */
-MC2FMU_STATIC void MC2FMU_(node_stage)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *v_prev,
-                                       const mc2fmu_real *a_prev, const mc2fmu_real *u, double c, mc2fmu_real *v,
-                                       mc2fmu_real *a) {
-    mc2fmu_real p[MC2FMU_NQ];
-    int i;
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        v[i] = qd[i] + c * a_prev[i];
-        p[i] = q[i] + c * v_prev[i];
-    }
-    MC2FMU_(node_acceleration)(p, v, u, a);
-}
-
-/* one classical Runge-Kutta step of (q, qd)' = (qd, f(q, qd, u)), u held (node.rk4_step) */
-MC2FMU_STATIC void MC2FMU_(node_step)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *u, double dt,
-                                      mc2fmu_real *q_next, mc2fmu_real *qd_next) {
-    const double h = 0.5 * dt;
-    mc2fmu_real a1[MC2FMU_NQ], a2[MC2FMU_NQ], a3[MC2FMU_NQ], a4[MC2FMU_NQ];
-    mc2fmu_real v2[MC2FMU_NQ], v3[MC2FMU_NQ], v4[MC2FMU_NQ];
-    int i;
-    MC2FMU_(node_acceleration)(q, qd, u, a1);
-    MC2FMU_(node_stage)(q, qd, qd, a1, u, h, v2, a2);
-    MC2FMU_(node_stage)(q, qd, v2, a2, u, h, v3, a3);
-    MC2FMU_(node_stage)(q, qd, v3, a3, u, dt, v4, a4);
-    for (i = 0; i < MC2FMU_NQ; i++) {
-        q_next[i] = q[i] + (dt / 6.0) * (qd[i] + 2.0 * v2[i] + 2.0 * v3[i] + v4[i]);
-        qd_next[i] = qd[i] + (dt / 6.0) * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i]);
-    }
-}
 #endif
+
+/* the one-step map MC2FMU_(step_map): q_{i+1} from q_{i-1}, q_i (T evaluated at q_i, u_i), and for a
+   node model MC2FMU_(node_step), its RK4 step: printed per model from mc2fmu/models/step_maps.py and
+   mc2fmu/models/node.py */
+#include "mc2fmu_step.h"
 
 /* ------------------------------------------------------------------ poses and envelope */
 
