@@ -31,16 +31,28 @@ OUTPUTS = re.compile(r"^(.*\.)?(envelope|kinetic_energy|potential_energy|mc2fmu_
 ASSERT = re.compile(r"^\s*assert\(.*\);\s*\n", re.M)
 
 
+NO_EVENT = re.compile(r'"|(?<![A-Za-z0-9_])noEvent\s*\(')  # a string literal's start, or a call
+
+
 def without_no_event(text: str) -> str:
-    """``text`` with each ``noEvent(e)`` written ``e`` (parentheses matched)."""
-    out, i = [], 0
-    while (k := text.find("noEvent(", i)) >= 0:
-        out.append(text[i:k])
-        depth, j = 1, k + len("noEvent(")
+    """``text`` with each call ``noEvent(e)`` written ``(e)``: outside string literals (a
+    description may name it), parentheses matched; an unbalanced call is an error."""
+    out, i, n = [], 0, len(text)
+    while (m := NO_EVENT.search(text, i)) is not None:
+        out.append(text[i:m.start()])
+        if m.group() == '"':  # a string literal, its escapes included: copied as it is
+            j = m.end()
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[m.start():j + 1])
+            i = j + 1
+            continue
+        depth, j = 1, m.end()
         while depth:
+            assert j < n, f"unbalanced noEvent( at character {m.start()}"
             depth += {"(": 1, ")": -1}.get(text[j], 0)
             j += 1
-        out.append("(" + text[k + len("noEvent("):j - 1] + ")")
+        out.append("(" + without_no_event(text[m.end():j - 1]) + ")")
         i = j
     return "".join(out) + text[i:]
 

@@ -273,3 +273,15 @@ def test_a_mechanism_name_modelica_cannot_declare_is_refused_naming_it(trained, 
     with pytest.raises(ExportError, match=rf"'{name}' (is a Modelica keyword or built-in|would be declared twice)"):
         export_modelica(model, tmp_path / "Bad.mo")
     assert not (tmp_path / "Bad.mo").exists()
+
+
+def test_the_harness_unwraps_no_event_calls_only():
+    """tests/modelica_host.py's ``noEvent`` unwrapping (pymoca 0.12 knows no ``noEvent``): calls,
+    nested ones and a space before the parenthesis are unwrapped; a string literal, a name that
+    ends in ``noEvent`` and text around them are left alone; an unbalanced call is an error."""
+    from tests.modelica_host import without_no_event
+
+    text = 'y = if noEvent(a[1] > (b * c)) then 1 else noEvent (noEvent(k) > 2); "noEvent(x) \\" z" xnoEvent(q);'
+    assert without_no_event(text) == 'y = if (a[1] > (b * c)) then 1 else ((k) > 2); "noEvent(x) \\" z" xnoEvent(q);'
+    with pytest.raises(AssertionError, match="unbalanced"):
+        without_no_event("y = noEvent(a > (b);")

@@ -120,6 +120,9 @@ def test_select_greater_on_every_type():
     assert "= if noEvent(p0 > p1) then p0 else 2.0;" in " ".join(expr.emit_modelica([node], lambda n, i: f"{n}{i}", "t")[1])
     assert expr.evaluate([node], {"p": [3.0, 1.0]}) == [3.0] and expr.evaluate([node], {"p": [1.0, 3.0]}) == [2.0]
     assert expr.select_greater(expr.Expr.wrap(2.0), 1.0, p[0], p[1]) is p[0]  # constants fold
+    # every printed Modelica relation is in noEvent (the softplus threshold too: a law's damping)
+    soft = " ".join(expr.emit_modelica([expr.apply("softplus", p[0])], lambda n, i: f"{n}{i}", "t")[1])
+    assert "if noEvent(p0 > 20.0) then p0" in soft
 
 
 def test_the_pose_traces_through_numpy_object_arrays():

@@ -200,7 +200,7 @@ FUNCTIONS = {
     # |a|; the C's complex-step twin takes sign(Re a) a
     "abs": (abs, "MC2FMU_ABS", "abs", "abs"),
     # torch's softplus; the C's MC2FMU_(softplus) decides its branch on the real part
-    "softplus": (_softplus, "MC2FMU_(softplus)", lambda t: f"(if {t} > 20.0 then {t} else log(1.0 + exp({t})))",
+    "softplus": (_softplus, "MC2FMU_(softplus)", lambda t: f"(if noEvent({t} > 20.0) then {t} else log(1.0 + exp({t})))",
                  lambda t: f"({t} if {t} > 20.0 else math.log1p(math.exp({t})))"),
 }
 _C, _MODELICA, _PYTHON = 1, 2, 3
@@ -323,8 +323,9 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
            divide=lambda a, b: f"({a} / {b})", made: list[int] | None = None) -> tuple[list[tuple[str, str]], list[str]]:
     """``(assignments, results)``: each interior node read more than once or by an output as
     a temporary ``(name, expression)``, in order, and each output's expression; ``made``, if
-    given, receives per output the number of assignments its expression needs (the outputs
-    are visited in order, so an earlier output never needs a later one's)."""
+    given, receives per output the number of assignments made when its expression was complete
+    (the outputs are visited in order: every assignment it reads is among them, and none that
+    only later outputs read)."""
     order = _order(outputs)
     uses: dict[int, int] = {}
     for node in order:
@@ -391,9 +392,19 @@ class CallTrace:
         self.calls: list[list[Expr]] = []
 
     def __call__(self, args: Sequence) -> list[Expr]:
+        if not len(args):
+            raise ValueError("a traced call needs at least one argument (its arguments are a C array)")
         k = len(self.calls)
         self.calls.append([Expr.wrap(a) for a in args])
-        return inputs(f"{self.result}{k}", len(args) if self.n_out is None else self.n_out)
+        return inputs(self.name(k), self.size(k))
+
+    def name(self, k: int) -> str:
+        """The C array of call ``k``'s results."""
+        return f"{self.result}{k}"
+
+    def size(self, k: int) -> int:
+        """How many results call ``k`` has."""
+        return len(self.calls[k]) if self.n_out is None else self.n_out
 
 
 def emit_c_calls(outputs: Sequence, trace: CallTrace, call, arg: str = "arg", out="out",
@@ -406,13 +417,12 @@ def emit_c_calls(outputs: Sequence, trace: CallTrace, call, arg: str = "arg", ou
     output array's name, or ``out(k)`` the C lvalue of output ``k``."""
     outs = [Expr.wrap(o) for o in outputs]
     roots = [a for args in trace.calls for a in args]
-    result = trace.result
-    leaves = lambda name, i: f"{name}[{i}]" if name.startswith(result) and name[len(result):].isdigit() \
-        else leaf(name, i)  # noqa: E731
+    results = {trace.name(k) for k in range(len(trace.calls))}
+    leaves = lambda name, i: f"{name}[{i}]" if name in results else leaf(name, i)  # noqa: E731
     made: list[int] = []
     assignments, texts = _print(roots + outs, leaves, lambda k: f"t{k}", _C, made=made)
     lines = [f"{indent}{ctype} " + ", ".join(
-        f"{arg}{k}[{len(args)}], {result}{k}[{trace.n_out or len(args)}]" for k, args in enumerate(trace.calls)) + ";"] \
+        f"{arg}{k}[{len(args)}], {trace.name(k)}[{trace.size(k)}]" for k, args in enumerate(trace.calls)) + ";"] \
         if trace.calls else []
     done, r = 0, 0
     for k, args in enumerate(trace.calls):

@@ -20,7 +20,8 @@ other platforms compile the sources themselves.
   :func:`render_solve`: the reduced mass matrix's Cholesky solve,
   :func:`mc2fmu.models.manifold.cholesky_steps`; :func:`render_poses`: a body's pose,
   :func:`mc2fmu.models.poses.traced`; :func:`render_step`: the one-step map,
-  :mod:`mc2fmu.models.step_maps`; for ``double`` and the complex twin alike;
+  :mod:`mc2fmu.models.step_maps`, and a node model's RK4 step, :func:`mc2fmu.models.node.rk4_step`;
+  for ``double`` and the complex twin alike;
   :func:`render_mass`: a body's point mass block,
   :func:`mc2fmu.mechanics.parameters.body_mass_entries`);
 * ``mc2fmu_native.h`` (runtime and state machine), ``mc2fmu_dynamics.h``, ``mc2fmu_lpca.h``,
@@ -653,7 +654,9 @@ def render_step(artifact) -> str:
     :func:`mc2fmu.models.node.rk4_step`."""
     model = manifold_model(artifact)
     step_map = get_step_map(model.step_map_name)
-    head = _printed_head(artifact, "mc2fmu_step.h", f"the one-step map '{step_map.name}'", "mc2fmu/models/step_maps.py")
+    node = node_model(artifact) is not None
+    head = _printed_head(artifact, "mc2fmu_step.h", f"the one-step map '{step_map.name}'" + (" and the RK4 step" if node else ""),
+                         "mc2fmu/models/step_maps.py" + (" and mc2fmu/models/node.py" if node else ""))
     m = artifact.dof
     accel = CallTrace("a")
     obj = lambda xs: np.array(xs, dtype=object)  # noqa: E731  (element-wise arithmetic on expressions)
@@ -663,8 +666,9 @@ def render_step(artifact) -> str:
                         leaf=lambda name, i: "dt" if name == "dt" else f"{name}[{i}]")
     code = [head, f"/* q_{{i+1}} by the step map '{step_map.name}': {step_map.description} */",
             "MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_prev, const mc2fmu_real *q, "
-            "double dt, mc2fmu_real *q_next) {", body, "}", ""]
-    if node_model(artifact) is not None:
+            "double dt, mc2fmu_real *q_next) {", "    (void)T; (void)q_prev; (void)q; (void)dt; /* a map may not read them all */",
+            body, "}", ""]
+    if node:
         # the neural ODE's step: mc2fmu.models.node.rk4_step, each evaluation of f a call of the
         # C's MC2FMU_(node_acceleration)(q, qd, u, a) on the stage's position and velocity
         accel = CallTrace("a", n_out=m)
