@@ -245,7 +245,7 @@ def select_greater(a, b, x, y):
     """``x`` where ``a > b``, else ``y`` (elementwise): numbers, arrays, CasADi symbols, tensors
     or expressions (a ``gt`` node; folded when ``a`` and ``b`` are constants).  Written ``(a > b ?
     x : y)`` in C, whose complex-step twin compares the real parts (so the derivative is the
-    chosen side's), ``if a > b then x else y`` in Modelica.  A NaN in ``a`` or ``b`` selects
+    chosen side's), ``if noEvent(a > b) then x else y`` in Modelica.  A NaN in ``a`` or ``b`` selects
     ``y`` in every form."""
     if any(isinstance(v, Expr) for v in (a, b, x, y)):
         a, b, x, y = (Expr.wrap(v) for v in (a, b, x, y))
@@ -373,11 +373,7 @@ def _print(outputs: Sequence[Expr], leaf, temp, language: int,
 def emit_c(outputs: Sequence, out: str = "out", indent: str = "    ", ctype: str = "mc2fmu_real") -> str:
     """C statements that set ``out[k]`` to output ``k`` (inputs as ``name[i]``), in the scalar
     type ``ctype`` (default ``mc2fmu_real``)."""
-    outs = [Expr.wrap(o) for o in outputs]
-    assignments, results = _print(outs, lambda name, i: f"{name}[{i}]", lambda k: f"t{k}", _C)
-    lines = [f"{indent}const {ctype} {n} = {s};" for n, s in assignments]
-    lines += [f"{indent}{out}[{k}] = {s};" for k, s in enumerate(results)]
-    return "\n".join(lines)
+    return emit_c_calls(outputs, CallTrace("call"), None, out=out, indent=indent, ctype=ctype)  # no calls
 
 
 class CallTrace:

@@ -658,12 +658,13 @@ def render_step(artifact) -> str:
     head = _printed_head(artifact, "mc2fmu_step.h", f"the one-step map '{step_map.name}'" + (" and the RK4 step" if node else ""),
                          "mc2fmu/models/step_maps.py" + (" and mc2fmu/models/node.py" if node else ""))
     m = artifact.dof
+    leaf = lambda name, i: "dt" if name == "dt" else f"{name}[{i}]"  # noqa: E731  (dt is a scalar argument)
     accel = CallTrace("a")
     obj = lambda xs: np.array(xs, dtype=object)  # noqa: E731  (element-wise arithmetic on expressions)
     q_next = step_map.step(lambda v: obj(accel(list(v))), obj(expr_inputs("q_prev", m)), obj(expr_inputs("q", m)),
                            expr_inputs("dt", 1)[0])
     body = emit_c_calls(list(q_next), accel, lambda k: f"MC2FMU_(acceleration)(T, v{k}, a{k});", arg="v", out="q_next",
-                        leaf=lambda name, i: "dt" if name == "dt" else f"{name}[{i}]")
+                        leaf=leaf)
     code = [head, f"/* q_{{i+1}} by the step map '{step_map.name}': {step_map.description} */",
             "MC2FMU_STATIC void MC2FMU_(step_map)(MC2FMU_(terms) *T, const mc2fmu_real *q_prev, const mc2fmu_real *q, "
             "double dt, mc2fmu_real *q_next) {", "    (void)T; (void)q_prev; (void)q; (void)dt; /* a map may not read them all */",
@@ -675,8 +676,7 @@ def render_step(artifact) -> str:
         q_next, qd_next = rk4_step(lambda p, v, u: obj(accel([*p, *v])), obj(expr_inputs("q", m)),
                                    obj(expr_inputs("qd", m)), None, expr_inputs("dt", 1)[0])
         body = emit_c_calls([*q_next, *qd_next], accel, lambda k: f"MC2FMU_(node_acceleration)(s{k}, s{k} + {m}, u, a{k});",
-                            arg="s", out=lambda k: f"q_next[{k}]" if k < m else f"qd_next[{k - m}]",
-                            leaf=lambda name, i: "dt" if name == "dt" else f"{name}[{i}]")
+                            arg="s", out=lambda k: f"q_next[{k}]" if k < m else f"qd_next[{k - m}]", leaf=leaf)
         code += ["/* one classical Runge-Kutta step of (q, qd)' = (qd, f(q, qd, u)), u held (mc2fmu.models.node.rk4_step) */",
                  "MC2FMU_STATIC void MC2FMU_(node_step)(const mc2fmu_real *q, const mc2fmu_real *qd, const mc2fmu_real *u, "
                  "double dt, mc2fmu_real *q_next, mc2fmu_real *qd_next) {", body, "}", ""]
