@@ -6,8 +6,10 @@ gives every derivative an MPC or estimation toolchain (do-mpc, acados, rockit, O
     model(q, qd, u) -> (qdd, origins, motion)
 
 ``qdd`` is the reduced ODE's right-hand side (the decoder ``x(q)``, ``J = dx/dq`` and
-``(dJ/dq qd) qd`` by CasADi's AD, then ``M_m qdd = J^T (f(x, u) - M (dJ/dq qd) qd) + J^T f_spring``,
-as :mod:`mc2fmu.models.manifold`), and ``origins`` every body's origin (x, y, z, global frame,
+``(dJ/dq qd) qd`` by CasADi's AD, then ``M_m qdd = J^T (f(x, u) - M (dJ/dq qd) qd) + J^T f_spring
++ Xi^T lambda``: the run-time model's own :func:`mc2fmu.models.manifold.manifold_terms` and
+:func:`~mc2fmu.models.manifold.acceleration` evaluated on numpy object arrays of CasADi's scalar
+symbols), and ``origins`` every body's origin (x, y, z, global frame,
 m; ``r0 - R com`` with ``R``'s columns ``(r_k - r0) / L`` of the decoded points, as
 ``mc2fmu linearize``), and ``motion`` the motion outputs of :mod:`mc2fmu.models.motion` (each
 body's origin velocity and angular velocity, global frame, then the kinetic and the potential
@@ -16,10 +18,12 @@ energy, at the exported mechanism's physical parameters; the FMUs' ``<body>.vx .
 printed from, evaluated on CasADi's symbols with ``xd = J qd``.  Load it with ``casadi.Function.load("MODEL.casadi")``.  CasADi is an
 optional extra (``pip install casadi``).
 
-The decoder network, the identified terms (``--identify``) and the recorded springs' learned
-laws (``law = "recorded"``) are the run-time model's own code (:func:`mc2fmu.models.mlp.mlp`,
-:func:`mc2fmu.models.terms.identified_force`, :class:`mc2fmu.models.spring_laws.SpringLaws`)
-evaluated on CasADi's symbols (:func:`mc2fmu.models.array_ops.ops`), a batch of one as a row.
+The decoder network, the assembly of the reduced dynamics with its springs, the recorded
+springs' learned laws (``law = "recorded"``) and the identified terms (``--identify``) are the
+run-time model's own code (:func:`mc2fmu.models.mlp.mlp`, :mod:`mc2fmu.models.manifold`,
+:class:`mc2fmu.models.spring_laws.SpringLaws`, :func:`mc2fmu.models.terms.identified_force`)
+evaluated on CasADi's symbols (:func:`mc2fmu.models.array_ops.ops`), the network a batch of one
+as a row, the dynamics as numpy object arrays of scalars.
 """
 
 from __future__ import annotations
@@ -47,9 +51,8 @@ def _casadi():
 
 def casadi_model(art) -> Any:
     """The CasADi ``Function`` ``model(q, qd, u) -> (qdd, origins, motion)`` of a model artifact."""
-    from ..models.manifold import ManifoldModel, cholesky_steps
+    from ..models.manifold import ManifoldModel, acceleration, applied_force, manifold_terms
     from ..models.mlp import get_activation, mlp
-    from ..models.terms import identified_force
 
     require(art, "casadi", ExportError)
     ca = _casadi()
@@ -64,45 +67,29 @@ def casadi_model(art) -> Any:
     x = ca.DM(model.x_mean) + ca.DM(model.x_scale) * z
     J = ca.jacobian(x, q)
     Hvv = ca.mtimes(ca.jacobian(ca.mtimes(J, qd), q), qd)
-    M = ca.DM(model.M)
-    f = ca.DM(model.f_g)
-    if n_u:
-        f = f + ca.mtimes(ca.DM(model.f_B), u)
-        for i in range(n_u):
-            f = f + u[i] * ca.mtimes(ca.DM(model.f_C[i]), x)
-    MJ = ca.mtimes(M, J)
-    rhs = ca.mtimes(J.T, f) - ca.mtimes(MJ.T, Hvv)
-    s = model.springs
-    lines = []  # per spring: D J, its unit vector, length and rate
-    for k in range(len(s.k)):
-        D = ca.DM(s.D[k])
-        d = ca.mtimes(D, x) + ca.DM(s.e[k])
-        length = ca.sqrt(ca.dot(d, d))
-        n = d / length
-        DJ = ca.mtimes(D, J)
-        lines.append((DJ, n, length, ca.dot(n, ca.mtimes(DJ, qd))))
-    learned = None
-    if lines and s.laws is not None and len(s.laws):  # the recorded springs' learned tensions (1, n_s)
-        learned = s.laws.tension(ca.horzcat(*[ln[2] for ln in lines]), ca.horzcat(*[ln[3] for ln in lines]))
-    for k, (DJ, n, length, ldot) in enumerate(lines):
-        tension = float(s.k[k]) * (length - float(s.L0[k])) + float(s.c[k]) * ldot
-        if learned is not None:
-            tension = tension + learned[0, k]
-        rhs = rhs - ca.mtimes(DJ.T, n) * tension
+    # the reduced dynamics: the run-time model's own manifold_terms and acceleration (its
+    # unrolled Cholesky) on numpy object arrays of CasADi's scalars, a batch of one
+    def entries(v, *shape: int) -> np.ndarray:  # (1, *shape), entry by entry (numpy would ask SX for numbers)
+        out = np.empty(shape, dtype=object)
+        for i in np.ndindex(*shape):
+            out[i] = v[i]
+        return out[None]
+
+    n_x = art.layout.size
+    xo, qo, qdo, uo, Jo = entries(x, n_x), entries(q, m), entries(qd, m), entries(u, n_u), entries(J, n_x, m)
     lib = model.library
-    if lib is not None and len(lib):  # identified terms Xi^T lambda(q, qd, u)
-        rhs = rhs + identified_force(lib, lib.Xi, q.T, qd.T, u.T, lib.param).T
-    Mm = ca.mtimes(J.T, MJ)
-    # the run-time model's unrolled Cholesky, so the function agrees with it to round-off
-    qdd = ca.vertcat(*cholesky_steps(lambda i, j: Mm[i, j], lambda i: rhs[i], m, ca.sqrt))
+    ident = None if lib is None or not len(lib) else (lib, lib.Xi, lib.param, qo, uo)
+    terms = manifold_terms(xo, Jo, None, model.mass, applied_force(model.f_g, model.f_B, model.f_C, xo, uo),
+                           model.springs, ident)
+    qdd = ca.vertcat(*acceleration(terms, qdo, entries(Hvv, n_x))[0])
     origins = []
     for bl in art.layout.bodies:
         p = [x[bl.offset + 3 * j: bl.offset + 3 * j + 3] for j in range(4)]
         R = ca.horzcat(*[(p[j] - p[0]) / bl.length for j in (1, 2, 3)])
         origins.append(p[0] - ca.mtimes(R, ca.DM(np.asarray(bl.com, dtype=np.float64))))
-    n_x = art.layout.size
     xd = ca.mtimes(J, qd)
-    geometry = MotionGeometry.of(art.layout, s.D, s.e, s.laws)
+    sp = model.springs
+    geometry = MotionGeometry.of(art.layout, sp.D, sp.e, sp.laws)
     moving = motion_outputs(geometry, [x[i] for i in range(n_x)], [xd[i] for i in range(n_x)],
                             [float(t) for t in parameter_vector(art.mechanism)])
     return ca.Function("model", [q, qd, u], [qdd, ca.vertcat(*origins), ca.vertcat(*moving)], ["q", "qd", "u"],

@@ -8,12 +8,13 @@ importing tool differentiates, sorts and solves itself.
   ``z``, the Jacobian ``Jz = dz/dq`` and the second derivative along the velocity
   ``sz = (d2z/dq2) : (qd, qd)``; the output layer gives ``x``, ``J`` and ``s``
   (the NC points, ``dx/dq`` and ``H : (qd, qd)``);
-* the NC mass matrix from the physical parameters (each body's 4x4 point mass block, printed
+* the NC mass matrix's 4x4 point mass blocks as parameters of the physical parameters (printed
   from :func:`mc2fmu.mechanics.parameters.body_mass_entries`, with the centre-of-mass offset
-  from the trained points), gravity ``M g``, the input loads, the springs (and a recorded spring's
-  learned law), the identified terms;
-* ``der(q) = qd`` and ``Mm * der(qd) = rhs`` with ``Mm = J^T M J`` and
-  ``rhs = J^T (f - M s) + fid`` (``fid = Xi^T lambda``): the same reduced dynamics as the FMUs;
+  from the trained points);
+* ``der(q) = qd`` and ``Mm * der(qd) = rhs``, ``Mm = J^T M J`` and ``rhs = J^T (f - M s) +
+  J^T f_spring + Xi^T lambda`` (gravity, the input loads, the springs with a recorded spring's
+  learned law, the identified terms) printed from the run-time model's own
+  :mod:`mc2fmu.models.manifold` traced on ``x``, ``J`` and ``s``: the FMUs' reduced dynamics;
 * each body's origin and quaternion from the decoded points (printed from
   :mod:`mc2fmu.models.poses`, as the native FMU's C), ``q``, ``qd``, ``envelope`` and a warning-level
   ``assert`` when it rises above the leave threshold.
@@ -33,6 +34,7 @@ import os
 import re
 import string
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -45,11 +47,11 @@ from ..mechanics.parameters import BODY_SLOTS, MASS_ENTRIES, body_mass_entries
 from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
 from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD, traced as envelope_traced
-from ..models.expr import clear as expr_clear, emit_modelica, inputs as expr_inputs
+from ..models.expr import Expr, clear as expr_clear, emit_modelica, inputs as expr_inputs
+from ..models.manifold import applied_force, manifold_terms, reduced_force
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
 from ..models.poses import body_pose
-from ..models.spring_laws import traced as law_traced
-from ..models.terms import active_terms, traced as terms_traced
+from ..models.terms import active_terms
 
 TEMPLATE = Path(__file__).with_name("templates") / "model.mo.in"
 #: Modelica 3.6 keywords (section 2.3.3), which no generated name may be
@@ -126,24 +128,6 @@ class _Source:
 
     def eq(self, *lines: str) -> None:
         self.equations += ["  " + ln for ln in lines]
-
-
-def _sum(terms: list[str]) -> str:
-    if not terms:
-        return "0.0"
-    out = terms[0]
-    for t in terms[1:]:
-        out += f" - {t[1:]}" if t.startswith("-") else f" + {t}"
-    return out
-
-
-def _coef(v: float, expr: str) -> str:
-    """``v * expr`` written compactly (``expr``, ``-expr`` for +-1)."""
-    if v == 1.0:
-        return expr
-    if v == -1.0:
-        return f"-{expr}"
-    return f"{_num(v)} * {expr}"
 
 
 def modelica_name(name: str) -> str:
@@ -232,51 +216,8 @@ def modelica_source(art, name: str) -> str:
         src.eq(*[f"u[{i + 1}] = {n};" for i, n in enumerate(inputs)])
     _decoder(src, art, model, act)
 
-    # ---------------------------------------------------------------- mass, forces, springs
-    src.var(f"Real MJ[{n_x}, {m}]", "M J")
-    src.var(f"Real Ms[{n_x}]", "M s")
-    src.var(f"Real f[{n_x}]", "the NC generalized force")
-    for b, bl in zip(bodies, layout.bodies):
-        o = bl.offset
-        A = [[f"{b.name}_A{min(j, k)}{max(j, k)}" for k in range(4)] for j in range(4)]
-        lines = ["for a in 1:3 loop"]
-        for c in range(1, m + 1):
-            for j in range(4):
-                lines.append(f"  MJ[{o + 3 * j} + a, {c}] = " + " + ".join(f"{A[j][k]} * J[{o + 3 * k} + a, {c}]"
-                                                                      for k in range(4)) + ";")
-        for j in range(4):
-            lines.append(f"  Ms[{o + 3 * j} + a] = " + " + ".join(f"{A[j][k]} * s[{o + 3 * k} + a]" for k in range(4))
-                         + ";")
-        lines.append("end for;")
-        src.eq(*lines)
-    rows: list[list[str]] = [[] for _ in range(n_x)]
-    for b, bl in zip(bodies, layout.bodies):
-        for j in range(4):
-            for a in range(3):
-                rows[bl.offset + 3 * j + a].append(f"{b.name}_R{j} * gravity[{a + 1}]")
-    f_B = model.f_B.reshape(n_x, n_u) if n_u else np.zeros((n_x, 0))
-    f_C = model.f_C.reshape(n_u, n_x, n_x)
-    for r in range(n_x):
-        for i in np.flatnonzero(f_B[r]):
-            rows[r].append(_coef(f_B[r, i], f"u[{i + 1}]"))
-        for i in range(n_u):
-            nz = np.flatnonzero(f_C[i, r])
-            if nz.size:
-                rows[r].append(f"u[{i + 1}] * (" + _sum([_coef(f_C[i, r, k], f"x[{k + 1}]") for k in nz]) + ")")
-    _springs(src, art, model, laws, rows)
-    for r in range(n_x):
-        src.eq(f"f[{r + 1}] = {_sum(rows[r])};")
-
     # ---------------------------------------------------------------- the reduced dynamics
-    src.var(f"Real Mm[{m}, {m}]", "the reduced mass matrix J^T M J")
-    src.var(f"Real rhs[{m}]", "the reduced force J^T (f - M s) (+ the identified terms)")
-    src.eq("Mm = transpose(J) * MJ;")
-    lib = active_terms(model.library)
-    if lib is not None:
-        _identified(src, lib, m, len(inputs))
-        src.eq("rhs = transpose(J) * (f - Ms) + fid;")
-    else:
-        src.eq("rhs = transpose(J) * (f - Ms);")
+    _dynamics(src, art, model, laws)
     src.eq("der(q) = qd;", "Mm * der(qd) = rhs;")
 
     # ---------------------------------------------------------------- outputs
@@ -381,55 +322,56 @@ def _decoder(src: _Source, art, model, act: str) -> None:
     src.eq(f"x = Wo * z{L} + bo;", f"J = Wo * Jz{L};", f"s = Wo * sz{L};", "xd = J * qd;")
 
 
-def _springs(src: _Source, art, model, laws: dict, rows: list[list[str]]) -> None:
-    """Spring-dampers: d = D x + e, tension, force -D^T n T into ``rows``; learned laws."""
-    sp, mech = model.springs, art.mechanism
-    ns = len(mech.springs)
-    if not ns:
-        return
-    for v, d, desc in (("sd", f"[{ns}, 3]", "spring vector d = D x + e (point a - point b)"),
-                       ("sdd", f"[{ns}, 3]", "its rate D xd"), ("sl", f"[{ns}]", "spring length"),
-                       ("sn", f"[{ns}, 3]", "unit vector d / l"), ("sldot", f"[{ns}]", "length rate"),
-                       ("sT", f"[{ns}]", "tension")):
-        src.var(f"Real {v}{d}", desc)
-    for k, spring in enumerate(mech.springs):
-        s = k + 1
-        for i in range(3):
-            nz = np.flatnonzero(sp.D[k, i])
-            src.eq(f"sd[{s}, {i + 1}] = " + _sum([_coef(sp.D[k, i, c], f"x[{c + 1}]") for c in nz]
-                                                + ([_num(sp.e[k, i])] if sp.e[k, i] else [])) + ";",
-                   f"sdd[{s}, {i + 1}] = " + _sum([_coef(sp.D[k, i, c], f"xd[{c + 1}]") for c in nz]) + ";")
-            for c in nz:
-                rows[c].append(_coef(-sp.D[k, i, c], f"sn[{s}, {i + 1}] * sT[{s}]"))
-        src.eq(f"sl[{s}] = sqrt(sd[{s}, 1]^2 + sd[{s}, 2]^2 + sd[{s}, 3]^2);",
-               "for i in 1:3 loop", f"  sn[{s}, i] = sd[{s}, i] * sl[{s}]^(-1);", "end for;",
-               f"sldot[{s}] = sn[{s}, 1] * sdd[{s}, 1] + sn[{s}, 2] * sdd[{s}, 2] + sn[{s}, 3] * sdd[{s}, 3];")
-        elastic = f"{spring.name}_stiffness * (sl[{s}] - {spring.name}_length)"
-        if k not in laws:
-            src.eq(f"sT[{s}] = {elastic} + {spring.name}_damping * sldot[{s}];")
-            continue
-        # the learned law, printed from the run-time model's own evaluation (spring_laws.traced)
-        p = f"law{s}"
-        temps, lines = emit_modelica(law_traced(laws[k]), lambda name, i: {"l": f"sl[{s}]", "ldot": f"sldot[{s}]"}[name],
-                                     f"{p}_t")
-        for t in temps:
-            src.var(f"Real {t}", f"spring {spring.name}'s learned law: a shared term")
-        src.var(f"Real {p}_g", f"spring {spring.name}'s learned law: elastic tension g(l), N")
-        src.var(f"Real {p}_hc", f"spring {spring.name}'s learned law: learned damping h(l, ldot) - c, N s/m")
-        # numpy's order: the linear part with the file's damping c (no parameter: the law is learnt with it), then the law
-        src.eq(*lines[:len(temps)], f"{p}_g = {lines[len(temps)]};", f"{p}_hc = {lines[len(temps) + 1]};",
-               f"sT[{s}] = {elastic} + {_num(float(sp.c[k]))} * sldot[{s}] + ({p}_g + sldot[{s}] * {p}_hc);")
+def _dynamics(src: _Source, art, model, laws: dict) -> None:
+    """``Mm = J^T M J`` and ``rhs`` (``Mm * der(qd) = rhs``), printed from the run-time model's
+    own :func:`mc2fmu.models.manifold.manifold_terms` and :func:`~mc2fmu.models.manifold.reduced_force`
+    traced on the decoder's ``x``, ``J`` and ``s = H : (qd, qd)``: the mass matrix's blocks,
+    gravity and the springs' constants as the Modelica parameters (a recorded spring's learned
+    law and damping as trained), the input loads and the identified terms as numbers."""
+    mech, layout = art.mechanism, art.layout
+    m, n_x, n_u = art.dof, layout.size, art.n_u
+    expr_clear()
+    names: dict[str, Expr] = {}
 
+    def par(name: str) -> Expr:  # a leaf that is the Modelica parameter (or parameter entry) ``name``
+        if name not in names:
+            names[name] = Expr("in", (), ("par", len(names)))
+        return names[name]
 
-def _identified(src: _Source, lib, m: int, n_u: int) -> None:
-    """``fid = Xi^T lambda(q, qd, u)``, printed from :func:`mc2fmu.models.terms.traced` (the
-    run-time model's own ``identified_force``)."""
-    temps, lines = emit_modelica(terms_traced(lib, m, n_u), lambda name, i: f"{name}[{i + 1}]", "mc2fmu_t")
+    def row(name: str, *shape: int) -> np.ndarray:  # leaves name[i] as an object array, a batch of one
+        return np.array(expr_inputs(name, int(np.prod(shape))), dtype=object).reshape(1, *shape)
+
+    x, J, s, q, qd, u = row("x", n_x), row("J", n_x, m), row("s", n_x), row("q", m), row("qd", m), row("u", n_u)
+    blocks = np.empty((len(layout.bodies), 4, 4), dtype=object)
+    f_g = np.empty(n_x, dtype=object)
+    for i, (b, bl) in enumerate(zip(mech.bodies, layout.bodies)):
+        for j in range(4):
+            for k in range(4):
+                blocks[i, j, k] = par(f"{b.name}_A{min(j, k)}{max(j, k)}")
+            for a in range(3):
+                f_g[bl.offset + 3 * j + a] = par(f"{b.name}_R{j}") * par(f"gravity[{a + 1}]")
+    sp = model.springs
+    leaves = lambda fmt: np.array([par(fmt.format(c.name)) for c in mech.springs], dtype=object)  # noqa: E731
+    damping = np.array([float(sp.c[k]) if k in laws else par(f"{c.name}_damping") for k, c in enumerate(mech.springs)],
+                       dtype=object)
+    springs = SimpleNamespace(D=sp.D, e=sp.e, k=leaves("{}_stiffness"), c=damping, L0=leaves("{}_length"),
+                              laws=sp.laws)
+    lib = active_terms(model.library)
+    ident = None if lib is None else (lib, np.asarray(lib.Xi, dtype=np.float64), lib.param, q, u)
+    terms = manifold_terms(x, J, None, blocks, applied_force(f_g, model.f_B, model.f_C, x, u), springs, ident)
+    rhs = reduced_force(terms, qd, s)
+    par_names = list(names)
+    leaf = lambda name, i: par_names[i] if name == "par" else f"J[{i // m + 1}, {i % m + 1}]" if name == "J" \
+        else f"{name}[{i + 1}]"  # noqa: E731
+    temps, lines = emit_modelica([*terms.Mm[0].ravel(), *rhs[0]], leaf, "mc2fmu_d")
     for t in temps:
-        src.var(f"Real {t}", "a shared factor of the identified terms")
-    src.var(f"Real fid[{m}]", f"the identified terms' force Xi^T lambda(q, qd, u) ({len(lib)} terms)")
+        src.var(f"Real {t}", "a shared term of the reduced dynamics")
+    src.var(f"Real Mm[{m}, {m}]", "the reduced mass matrix J^T M J")
+    src.var(f"Real rhs[{m}]", "the reduced force J^T (f - M s) + J^T f_spring (+ the identified terms)")
+    results = lines[len(temps):]
     src.eq(*lines[:len(temps)])
-    src.eq(*[f"fid[{j + 1}] = {e};" for j, e in enumerate(lines[len(temps):])])
+    src.eq(*[f"Mm[{i + 1}, {j + 1}] = {results[i * m + j]};" for i in range(m) for j in range(m)])
+    src.eq(*[f"rhs[{i + 1}] = {e};" for i, e in enumerate(results[m * m:])])
 
 
 def _poses(src: _Source, bodies, layout) -> None:

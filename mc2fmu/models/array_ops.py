@@ -123,6 +123,22 @@ def _casadi_ops() -> SimpleNamespace:
 
 
 _CASADI: SimpleNamespace | None = None
+_CASADI_OBJECT: SimpleNamespace | None = None
+
+
+def _casadi_object_ops() -> SimpleNamespace:
+    """numpy object arrays of CasADi's scalar symbols (one ``SX`` per entry, the CasADi export's
+    form of the batched dynamics): numpy's functions, which call the symbols' methods of their
+    names, and CasADi's own for what numpy would decide by comparing (softplus's threshold,
+    ``maximum``, ``select_greater``) or could overflow (``sigmoid``), entry by entry."""
+    cs = _casadi_ops()
+
+    def each(f, n_in: int):
+        return lambda *a: np.frompyfunc(f, n_in, 1)(*a)
+
+    return SimpleNamespace(**{**vars(_NUMPY), "softplus": each(cs.softplus, 1), "sigmoid": each(cs.sigmoid, 1),
+                              "abs": each(cs.abs, 1), "maximum": each(cs.maximum, 2),
+                              "select_greater": each(cs.select_greater, 4)})
 
 
 def _torch_maximum(a, b):
@@ -137,11 +153,15 @@ def _torch_maximum(a, b):
 def ops(a: Array) -> SimpleNamespace:
     """The library functions for ``a``'s array type (numpy, CasADi's symbols, or torch imported
     only for tensors)."""
+    global _TORCH, _CASADI, _CASADI_OBJECT
     if isinstance(a, (np.ndarray, np.generic)):
         if a.dtype == object:
+            if a.size and type(a.flat[0]).__module__.startswith("casadi"):
+                if _CASADI_OBJECT is None:
+                    _CASADI_OBJECT = _casadi_object_ops()
+                return _CASADI_OBJECT
             return _OBJECT
         return _COMPLEX if np.iscomplexobj(a) else _NUMPY
-    global _TORCH, _CASADI
     if type(a).__module__.startswith("casadi"):
         if _CASADI is None:
             _CASADI = _casadi_ops()

@@ -16,6 +16,10 @@ forces in minimal coordinates the mechanism file does not describe (e.g. joint f
 Every function here takes numpy arrays or torch tensors alike (:func:`ops` picks the few
 library functions that differ), so training (torch), the run-time model and ``simulate``
 (numpy) and the exported ONNX graphs run the same arithmetic: what is trained is what runs.
+The dynamics from the decoded ``x``, ``J`` and ``H : v v`` on (:func:`manifold_terms`,
+:func:`reduced_force`) also run on numpy object arrays: of expression leaves
+(:mod:`mc2fmu.models.expr`), which the Modelica export prints, and of CasADi's scalar symbols,
+which the CasADi export wraps as a function; the physical parameters may be leaves too.
 The small ``M_m`` solve is an unrolled Cholesky factorisation in plain ops (it exports to
 ONNX, and a reduced mass that is not positive definite gives NaN instead of a silent answer).
 
@@ -114,6 +118,14 @@ def applied_force(f_g, f_B, f_C, x, u):
     """``f_g + f_B u + sum_i u_i f_C[i] x`` (B, n): the NC force without the springs."""
     f = f_g + u @ f_B.T
     n_u, n = f_C.shape[0], f_C.shape[1]
+    if n_u and getattr(x, "dtype", None) == object:
+        # traced (printed code, CasADi's scalars): f_C[i] x over its nonzero entries only, a
+        # torque's few per row instead of n per row (n^2 per input: 1e6 nodes for 81 bodies)
+        f = f + np.zeros(f.shape, dtype=object)
+        for i in range(n_u):
+            for r, k in zip(*np.nonzero(f_C[i])):
+                f[:, r] = f[:, r] + u[:, i] * (f_C[i, r, k] * x[:, k])
+        return f
     if n_u:
         # sum_i u_i f_C[i] x as one (B, n) x (n, n_u n) product: einsum lowers it to a
         # broadcast multiply of a (B, n, 1, n) temporary, 20x slower at n = 72
@@ -211,14 +223,22 @@ def known_rhs(terms: ManifoldTerms, v, Hvv=None):
     return rhs
 
 
-def acceleration(terms: ManifoldTerms, v, Hvv=None):
-    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda(q, v, u))``
-    (``Hvv``: see :func:`known_rhs`)."""
+def reduced_force(terms: ManifoldTerms, v, Hvv=None):
+    """``f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda(q, v, u)`` (B, m): the
+    right-hand side of ``M_m qddot = ...`` (``Hvv``: see :func:`known_rhs`).  With
+    ``terms.Mm`` the reduced dynamics as a target that solves ``M_m qddot`` itself takes them
+    (the Modelica export prints both)."""
     rhs = known_rhs(terms, v, Hvv)
     if terms.ident is not None:
         library, Xi, param, q, u = terms.ident
         rhs = rhs + identified_force(library, Xi, q, v, u, param)
-    return cholesky_solve(terms.Mm, rhs)
+    return rhs
+
+
+def acceleration(terms: ManifoldTerms, v, Hvv=None):
+    """``qddot = M_m^{-1} (f_m - J^T M (H : v v) + J^T f_spring(x, J v) + Xi^T lambda(q, v, u))``
+    (``Hvv``: see :func:`known_rhs`)."""
+    return cholesky_solve(terms.Mm, reduced_force(terms, v, Hvv))
 
 
 # ------------------------------------------------------------------ the numpy run-time model
