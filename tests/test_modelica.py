@@ -263,7 +263,7 @@ def test_other_activations_are_written_as_the_model_computes_them(trained, tmp_p
     assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
 
 
-@pytest.mark.parametrize("name", ["sin", "J"])
+@pytest.mark.parametrize("name", ["sin", "x"])
 def test_a_mechanism_name_modelica_cannot_declare_is_refused_naming_it(trained, tmp_path, name):
     """An input named like a built-in function, or like a variable the model declares for
     itself, is refused with the name and the fix, and nothing is written."""

@@ -4,10 +4,11 @@ One self-contained file, ``model NAME``, in the Modelica language only (no Model
 Library, no external code): the decoder-manifold model's reduced dynamics as equations the
 importing tool differentiates, sorts and solves itself.
 
-* the decoder by explicit forward propagation over arrays: per hidden layer the value
-  ``z``, the Jacobian ``Jz = dz/dq`` and the second derivative along the velocity
-  ``sz = (d2z/dq2) : (qd, qd)``; the output layer gives ``x``, ``J`` and ``s``
-  (the NC points, ``dx/dq`` and ``H : (qd, qd)``);
+* the decoder by explicit forward propagation over arrays, training's own
+  :func:`mc2fmu.models.mlp.mlp_jv` traced as array equations (:mod:`mc2fmu.models.array_trace`):
+  per hidden layer the value, the Jacobian's rows and the second derivative along the
+  velocity; the output layer gives ``x``, ``Jr`` and ``s`` (the NC points, the rows of
+  ``dx/dq`` and ``H : (qd, qd)``);
 * the NC mass matrix's 4x4 point mass blocks as parameters of the physical parameters (printed
   from :func:`mc2fmu.mechanics.parameters.body_mass_entries`, with the centre-of-mass offset
   from the trained points);
@@ -48,7 +49,9 @@ from ..mechanics.variants import INERTIA_ENTRIES, principal_inertia
 from ..mechanics.variants import parameter_names, parameter_vector
 from ..models.envelope import LEAVE_THRESHOLD, traced as envelope_traced
 from ..models.expr import Expr, clear as expr_clear, emit_modelica, inputs as expr_inputs
+from ..models.array_trace import Program
 from ..models.manifold import applied_force, manifold_terms, reduced_force
+from ..models.mlp import get_activation, mlp_jv
 from ..models.motion import MotionGeometry, output_names, traced as motion_traced
 from ..models.poses import body_pose
 from ..models.terms import active_terms
@@ -92,11 +95,6 @@ def _vector(values, per_line: int = 6, indent: str = "      ") -> str:
     vals = [_literal(v) for v in np.ravel(values)]
     lines = [", ".join(vals[i:i + per_line]) for i in range(0, len(vals), per_line)]
     return "{" + (",\n" + indent).join(lines) + "}"
-
-
-def _matrix(A, indent: str = "      ") -> str:
-    A = np.atleast_2d(np.asarray(A, dtype=float))
-    return "{" + (",\n" + indent).join(_vector(row, per_line=6, indent=indent + " ") for row in A) + "}"
 
 
 def _string(s: str) -> str:
@@ -168,7 +166,6 @@ def modelica_source(art, name: str) -> str:
     mech, layout = art.mechanism, art.layout
     m, n_x, n_u = art.dof, layout.size, art.n_u
     bodies = mech.bodies
-    act = model.decoder.activation
     src = _Source()
     inputs = [i.name for i in mech.inputs]
 
@@ -214,7 +211,7 @@ def modelica_source(art, name: str) -> str:
     if n_u:
         src.var(f"Real u[{n_u}]", "the inputs as one array")
         src.eq(*[f"u[{i + 1}] = {n};" for i, n in enumerate(inputs)])
-    _decoder(src, art, model, act)
+    _decoder(src, art, model)
 
     # ---------------------------------------------------------------- the reduced dynamics
     _dynamics(src, art, model, laws)
@@ -258,13 +255,16 @@ def _mass_block(src: _Source, b: str, principal: bool, L: float, c0) -> None:
         src.par(f"{b}_R{j}", e, f"{b}: gravity's weight on point {j}", protected=True)
 
 
-def _decoder(src: _Source, art, model, act: str) -> None:
-    """Features, hidden layers (value, Jacobian, second derivative along qd), output layer."""
+def _decoder(src: _Source, art, model) -> None:
+    """``x``, the Jacobian's rows ``Jr`` (``Jr[j, i] = dx_i/dq_j``), ``s = H : (qd, qd)`` and ``xd``:
+    the features by hand, the network by :func:`mc2fmu.models.mlp.mlp_jv` (training's own
+    propagation) traced as array equations (:mod:`mc2fmu.models.array_trace`), the output
+    scaling folded into the last layer."""
     m = art.dof
     Ws, bs = list(model.decoder.weights), list(model.decoder.biases)
     nf = Ws[0].shape[1]
     src.var(f"Real z0[{nf}]", "the decoder's features (cos, sin of angle coordinates; z-scored others)")
-    src.var(f"Real Jz0[{nf}, {m}]", "d z0 / dq")
+    src.var(f"Real Jr0[{m}, {nf}]", "their Jacobian's rows, Jr0[j, f] = d z0[f] / dq[j]")
     src.var(f"Real sz0[{nf}]", "(d2 z0 / dq2) : (qd, qd)")
     f = 0
     for i in range(m):
@@ -273,53 +273,37 @@ def _decoder(src: _Source, art, model, act: str) -> None:
             src.eq(f"z0[{f + 1}] = cos({qi});", f"z0[{f + 2}] = sin({qi});",
                    f"sz0[{f + 1}] = -cos({qi}) * {vi}^2;", f"sz0[{f + 2}] = -sin({qi}) * {vi}^2;")
             for j in range(m):
-                src.eq(f"Jz0[{f + 1}, {j + 1}] = {'-sin(' + qi + ')' if j == i else '0.0'};",
-                       f"Jz0[{f + 2}, {j + 1}] = {'cos(' + qi + ')' if j == i else '0.0'};")
+                src.eq(f"Jr0[{j + 1}, {f + 1}] = {'-sin(' + qi + ')' if j == i else '0.0'};",
+                       f"Jr0[{j + 1}, {f + 2}] = {'cos(' + qi + ')' if j == i else '0.0'};")
             f += 2
         else:
             inv = 1.0 / float(model.q_scale[i])
             src.eq(f"z0[{f + 1}] = ({qi} - {_num(model.q_mean[i])}) * {_num(inv)};", f"sz0[{f + 1}] = 0.0;")
             for j in range(m):
-                src.eq(f"Jz0[{f + 1}, {j + 1}] = {_num(inv) if j == i else '0.0'};")
+                src.eq(f"Jr0[{j + 1}, {f + 1}] = {_num(inv) if j == i else '0.0'};")
             f += 1
-    for l in range(1, len(Ws)):
-        W, b = Ws[l - 1], bs[l - 1]
-        n = W.shape[0]
-        src.par(f"W{l}", _matrix(W), f"decoder layer {l}: weights ({n} x {W.shape[1]})", dims=f"[{n}, {W.shape[1]}]",
-                protected=True)
-        src.par(f"b{l}", _vector(b), f"decoder layer {l}: biases", dims=f"[{n}]", protected=True)
-        for v, d, desc in ((f"a{l}", f"[{n}]", "pre-activation"), (f"Ja{l}", f"[{n}, {m}]", "its Jacobian"),
-                           (f"sa{l}", f"[{n}]", "its second derivative along qd"), (f"va{l}", f"[{n}]", "Ja * qd"),
-                           (f"z{l}", f"[{n}]", "activation"), (f"d1_{l}", f"[{n}]", f"{act}' at a"),
-                           (f"d2_{l}", f"[{n}]", f"{act}'' at a"), (f"Jz{l}", f"[{n}, {m}]", "its Jacobian"),
-                           (f"sz{l}", f"[{n}]", "its second derivative along qd")):
-            src.var(f"Real {v}{d}", f"decoder layer {l}: {desc}")
-        p = l - 1
-        value = {"tanh": [f"z{l}[i] = tanh(a{l}[i]);", f"d1_{l}[i] = 1.0 - z{l}[i]^2;",
-                          f"d2_{l}[i] = -2.0 * z{l}[i] * d1_{l}[i];"],
-                 "sigmoid": [f"z{l}[i] = (1.0 + exp(-a{l}[i]))^(-1);", f"d1_{l}[i] = z{l}[i] * (1.0 - z{l}[i]);",
-                             f"d2_{l}[i] = d1_{l}[i] * (1.0 - 2.0 * z{l}[i]);"],
-                 "softplus": [f"z{l}[i] = if noEvent(a{l}[i] > 20.0) then a{l}[i] else log(1.0 + exp(a{l}[i]));",
-                              f"d1_{l}[i] = (1.0 + exp(-a{l}[i]))^(-1);",
-                              f"d2_{l}[i] = d1_{l}[i] * (1.0 - d1_{l}[i]);"]}[act]
-        # one loop variable per loop (pymoca 0.12 cannot compile nested for loops): a loop per column
-        src.eq(f"a{l} = W{l} * z{p} + b{l};", f"Ja{l} = W{l} * Jz{p};", f"sa{l} = W{l} * sz{p};",
-               f"va{l} = Ja{l} * qd;", f"for i in 1:{n} loop", *["  " + v for v in value],
-               *[f"  Jz{l}[i, {j + 1}] = d1_{l}[i] * Ja{l}[i, {j + 1}];" for j in range(m)],
-               f"  sz{l}[i] = d2_{l}[i] * va{l}[i]^2 + d1_{l}[i] * sa{l}[i];", "end for;")
     # the output layer with the de-normalisation folded in: x = x_mean + S (W_L z + b_L)
-    L = len(Ws) - 1
-    Wo = model.x_scale[:, None] * Ws[-1]
-    bo = model.x_mean + model.x_scale * bs[-1]
-    n_x = Wo.shape[0]
-    src.par("Wo", _matrix(Wo), f"decoder output layer with the output scaling: weights ({n_x} x {Wo.shape[1]})",
-            dims=f"[{n_x}, {Wo.shape[1]}]", protected=True)
-    src.par("bo", _vector(bo), "decoder output layer: biases (with the output mean)", dims=f"[{n_x}]", protected=True)
-    src.var(f"Real x[{n_x}]", "the decoded natural coordinates (4 points per body)")
-    src.var(f"Real J[{n_x}, {m}]", "dx / dq")
-    src.var(f"Real s[{n_x}]", "(d2x / dq2) : (qd, qd)")
+    layers = list(zip(Ws[:-1], bs[:-1])) + [(model.x_scale[:, None] * Ws[-1], model.x_mean + model.x_scale * bs[-1])]
+    prog = Program("mc2fmu_n")
+    for k, (W, b) in enumerate(layers):
+        last = k == len(layers) - 1
+        what = "output layer with the output scaling" if last else f"layer {k + 1}"
+        prog.constant(W, f"decoder {what}: weights ({W.shape[0]} x {W.shape[1]})", "Wo" if last else f"W{k + 1}")
+        prog.constant(b, f"decoder {what}: biases", "bo" if last else f"b{k + 1}")
+    x, Jr, s = mlp_jv(layers, get_activation(model.decoder.activation), prog.input("z0", nf), prog.input("Jr0", m, nf),
+                      prog.input("sz0", nf), prog.input("qd", m))
+    n_x = layers[-1][0].shape[0]
+    for a, name, desc in ((x, "x", "the decoded natural coordinates (4 points per body)"),
+                          (Jr, "Jr", "the rows of J = dx / dq: Jr[j, i] = dx[i] / dq[j]"),
+                          (s, "s", "(d2x / dq2) : (qd, qd)")):
+        prog.named(a, name, desc)
+    for name, dims, value, desc in prog.parameters:
+        src.par(name, value, desc, dims=dims, protected=True)
+    for name, dims, desc in prog.variables:
+        src.var(f"Real {name}{dims}", desc)
+    src.eq(*prog.equations)
     src.var(f"Real xd[{n_x}]", "dx / dt = J qd")
-    src.eq(f"x = Wo * z{L} + bo;", f"J = Wo * Jz{L};", f"s = Wo * sz{L};", "xd = J * qd;")
+    src.eq("xd = transpose(Jr) * qd;")
 
 
 def _dynamics(src: _Source, art, model, laws: dict) -> None:
@@ -345,6 +329,8 @@ def _dynamics(src: _Source, art, model, laws: dict) -> None:
     blocks = np.empty((len(layout.bodies), 4, 4), dtype=object)
     f_g = np.empty(n_x, dtype=object)
     for i, (b, bl) in enumerate(zip(mech.bodies, layout.bodies)):
+        # the dynamics take M by blocks in the layout's order (manifold.mass_times)
+        assert bl.offset == 12 * i, "a body's natural coordinates are the 12 after the previous body's"
         for j in range(4):
             for k in range(4):
                 blocks[i, j, k] = par(f"{b.name}_A{min(j, k)}{max(j, k)}")
@@ -361,7 +347,7 @@ def _dynamics(src: _Source, art, model, laws: dict) -> None:
     terms = manifold_terms(x, J, None, blocks, applied_force(f_g, model.f_B, model.f_C, x, u), springs, ident)
     rhs = reduced_force(terms, qd, s)
     par_names = list(names)
-    leaf = lambda name, i: par_names[i] if name == "par" else f"J[{i // m + 1}, {i % m + 1}]" if name == "J" \
+    leaf = lambda name, i: par_names[i] if name == "par" else f"Jr[{i % m + 1}, {i // m + 1}]" if name == "J" \
         else f"{name}[{i + 1}]"  # noqa: E731
     temps, lines = emit_modelica([*terms.Mm[0].ravel(), *rhs[0]], leaf, "mc2fmu_d")
     for t in temps:

@@ -5,9 +5,14 @@ The reduced dynamics (:mod:`mc2fmu.models.manifold`) and the identified terms
 an array (numpy, or torch imported only when a tensor is given).
 
 CasADi's symbols (``SX``, ``MX``, ``DM``) get CasADi's functions: the CasADi export
-(:mod:`mc2fmu.control.casadi_export`) evaluates the identified terms, the learned spring laws
-and the MLPs of this code on them, a batch of one as a row ``(1, n)`` (so ``a[:, i]`` is a
-``(1, 1)`` entry); ``einsum`` and ``movedim`` have no CasADi form and are not used there.
+(:mod:`mc2fmu.control.casadi_export`) evaluates the decoder's MLP on them, a batch of one as a
+row ``(1, n)`` (so ``a[:, i]`` is a ``(1, 1)`` entry; ``einsum`` and ``movedim`` have no CasADi
+form).  numpy object arrays get numpy's functions entry by entry, with softplus, sigmoid,
+``abs``, ``maximum`` and ``select_greater`` decided per entry: an expression node of
+:mod:`mc2fmu.models.expr` (code traced to be printed), a CasADi scalar (the CasADi export runs
+the reduced dynamics, the learned spring laws and the identified terms on object arrays of
+them, einsum included) or a number.  A traced array of :mod:`mc2fmu.models.array_trace` brings
+its own namespace.
 
 A complex numpy array gets numpy's functions with ``|a|`` and softplus's threshold continued
 from the real axis (their branch picked by the real part), so that the same arithmetic
@@ -70,33 +75,69 @@ _COMPLEX = SimpleNamespace(**{**vars(_NUMPY), "abs": _cs_abs, "softplus": _cs_so
                               "maximum": _cs_maximum, "select_greater": _cs_select_greater})
 
 
+def _is_casadi(v) -> bool:
+    return type(v).__module__.startswith("casadi")
+
+
+def _number(v) -> float:
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        return float(v)
+    raise TypeError(f"an object array holds {type(v).__name__}: expression nodes, CasADi's scalars or numbers only")
+
+
 def _object_softplus(a):
-    # an expression node's own softplus (a node of that function); a number's, numpy's
-    return np.frompyfunc(lambda v: v.softplus() if hasattr(v, "softplus") else float(_np_softplus(np.float64(v))),
-                         1, 1)(a)
+    # per entry: an expression node's own softplus (a node of that function), CasADi's, a number's as numpy's
+    def one(v):
+        if hasattr(v, "softplus"):
+            return v.softplus()
+        return _casadi().softplus(v) if _is_casadi(v) else float(_np_softplus(np.float64(_number(v))))
+
+    return np.frompyfunc(one, 1, 1)(a)
+
+
+def _object_sigmoid(a):
+    # per entry: CasADi's (no exp overflow far below 0), else numpy's formula on the node or number
+    return np.frompyfunc(lambda v: _casadi().sigmoid(v) if _is_casadi(v) else 1.0 / (1.0 + np.exp(-v)), 1, 1)(a)
+
+
+def _object_abs(a):
+    return np.frompyfunc(lambda v: _casadi().abs(v) if _is_casadi(v) else abs(v), 1, 1)(a)
 
 
 def _object_maximum(a, b):
-    # an expression node's max (a node of expr.maximum, by the node's own max_of); numbers' as numpy's
+    # per entry: an expression node's max (a node of expr.maximum, by the node's own max_of), CasADi's,
+    # numbers' as numpy's
     def one(x, y):
         node = x if hasattr(x, "max_of") else y if hasattr(y, "max_of") else None
-        return float(np.maximum(x, y)) if node is None else node.max_of(x, y)
+        if node is not None:
+            return node.max_of(x, y)
+        if _is_casadi(x) or _is_casadi(y):
+            return _casadi().maximum(x, y)
+        return float(np.maximum(_number(x), _number(y)))
 
     return np.frompyfunc(one, 2, 1)(a, b)
 
 
 def _object_select_greater(a, b, x, y):
-    # an expression node's select (a node of expr.select_greater, by the node's own select_of); numbers' as Python's
+    # per entry: an expression node's select (a node of expr.select_greater, by the node's own
+    # select_of), CasADi's if_else, numbers' as Python's
     def one(a, b, x, y):
         node = next((v for v in (a, b, x, y) if hasattr(v, "select_of")), None)
-        return (x if a > b else y) if node is None else node.select_of(a, b, x, y)
+        if node is not None:
+            return node.select_of(a, b, x, y)
+        if any(_is_casadi(v) for v in (a, b, x, y)):
+            return _casadi().select_greater(a, b, x, y)
+        return x if _number(a) > _number(b) else y
 
     return np.frompyfunc(one, 4, 1)(a, b, x, y)
 
 
-#: numpy object arrays of :mod:`.expr` nodes (code traced to be printed): numpy's functions call
-#: the nodes' methods of their names; softplus, maximum and select_greater are nodes of their own
-_OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus, "maximum": _object_maximum,
+#: numpy object arrays, entry by entry: :mod:`.expr` nodes (code traced to be printed), CasADi's
+#: scalar symbols (the CasADi export's dynamics) or numbers.  numpy's functions call the entries'
+#: methods of their names; softplus, sigmoid, abs, maximum and select_greater decide per entry
+#: (a node of their own, CasADi's function, or numpy's on a number)
+_OBJECT = SimpleNamespace(**{**vars(_NUMPY), "softplus": _object_softplus, "sigmoid": _object_sigmoid,
+                             "abs": _object_abs, "maximum": _object_maximum,
                              "select_greater": _object_select_greater})
 _TORCH: SimpleNamespace | None = None
 
@@ -123,22 +164,13 @@ def _casadi_ops() -> SimpleNamespace:
 
 
 _CASADI: SimpleNamespace | None = None
-_CASADI_OBJECT: SimpleNamespace | None = None
 
 
-def _casadi_object_ops() -> SimpleNamespace:
-    """numpy object arrays of CasADi's scalar symbols (one ``SX`` per entry, the CasADi export's
-    form of the batched dynamics): numpy's functions, which call the symbols' methods of their
-    names, and CasADi's own for what numpy would decide by comparing (softplus's threshold,
-    ``maximum``, ``select_greater``) or could overflow (``sigmoid``), entry by entry."""
-    cs = _casadi_ops()
-
-    def each(f, n_in: int):
-        return lambda *a: np.frompyfunc(f, n_in, 1)(*a)
-
-    return SimpleNamespace(**{**vars(_NUMPY), "softplus": each(cs.softplus, 1), "sigmoid": each(cs.sigmoid, 1),
-                              "abs": each(cs.abs, 1), "maximum": each(cs.maximum, 2),
-                              "select_greater": each(cs.select_greater, 4)})
+def _casadi() -> SimpleNamespace:
+    global _CASADI
+    if _CASADI is None:
+        _CASADI = _casadi_ops()
+    return _CASADI
 
 
 def _torch_maximum(a, b):
@@ -153,19 +185,16 @@ def _torch_maximum(a, b):
 def ops(a: Array) -> SimpleNamespace:
     """The library functions for ``a``'s array type (numpy, CasADi's symbols, or torch imported
     only for tensors)."""
-    global _TORCH, _CASADI, _CASADI_OBJECT
+    global _TORCH
+    own = getattr(type(a), "array_ops", None)  # a traced array's own (mc2fmu.models.array_trace)
+    if own is not None:
+        return own
     if isinstance(a, (np.ndarray, np.generic)):
         if a.dtype == object:
-            if a.size and type(a.flat[0]).__module__.startswith("casadi"):
-                if _CASADI_OBJECT is None:
-                    _CASADI_OBJECT = _casadi_object_ops()
-                return _CASADI_OBJECT
             return _OBJECT
         return _COMPLEX if np.iscomplexobj(a) else _NUMPY
-    if type(a).__module__.startswith("casadi"):
-        if _CASADI is None:
-            _CASADI = _casadi_ops()
-        return _CASADI
+    if _is_casadi(a):
+        return _casadi()
     if _TORCH is None:
         import torch
 

@@ -79,8 +79,8 @@ def decoder_features(q, angles, q_mean, q_scale, second: bool = True):
 def cholesky_steps(a, b, m: int, sqrt) -> list:
     """The solution of ``A y = b`` (m x m SPD) by an unrolled Cholesky factorisation, as a list of
     m entries, from element accessors ``a(i, j)``, ``b(i)`` and ``sqrt``: one sequence of
-    operations for numpy, torch (:func:`cholesky_solve`) and CasADi
-    (:mod:`mc2fmu.control.casadi_export`)."""
+    operations for numpy, torch and object arrays (:func:`cholesky_solve`; the CasADi export)
+    and the native C (printed)."""
     L = [[None] * m for _ in range(m)]
     for j in range(m):
         s = a(j, j)
@@ -144,7 +144,7 @@ class ManifoldTerms:
     MJ: Array  # (B, n, m) = M J
     Mm: Array  # (B, m, m)
     fm: Array  # (B, m), without the springs
-    springs: Any = None  # D, e, k, c, L0 (a SpringModel or tensors alike); None: no springs
+    springs: Any = None  # D, e, k, c, L0, laws (a SpringModel, tensors or object arrays alike); None: no springs
     sd: Array | None = None  # (B, n_s, 3) spring vectors d = D x + e
     sDJ: Array | None = None  # (B, n_s, 3, m) = D J, so ddot = D J v
     ident: Any = None  # (library, Xi, param, q, u) of identified terms; None: none

@@ -103,6 +103,30 @@ def mlp_jh(layers, activation: Activation, z, Jz, Hz):
     return z, Jz, Hz
 
 
+def mlp_jv(layers, activation: Activation, z, Jr, S, v):
+    """An MLP's value (B, o), Jacobian rows (B, m, o) and second derivative along ``v`` (B, o)
+    from its input's value ``z`` (B, n), Jacobian rows ``Jr`` (B, m, n: ``dz/dq_j`` in row j) and
+    second derivative ``S = (d2z/dq2) : v v`` (B, n), ``v`` (B, m): what the dynamics need at
+    one velocity without the whole Hessian (one row per sample instead of ``m (m + 1) / 2``):
+
+    * affine layer  ``a = W z + b``:  ``Ja = W J``, ``Sa = W S``;
+    * activation    ``z = s(a)``:     ``J = s'(a) Ja``, ``S = s''(a) (Ja v)^2 + s'(a) Sa``.
+
+    Training's loss runs it on torch tensors (``network.MLP.forward_jv``), the Modelica export
+    on traced arrays (:mod:`mc2fmu.models.array_trace`), numpy on arrays."""
+    o = ops(z)
+    for k, (W, b) in enumerate(layers):
+        z = o.affine(z, W, b)
+        Jr = o.linear(Jr, W)
+        S = o.linear(S, W)
+        if k < len(layers) - 1:
+            z, d1, d2 = activation.all(z)
+            Jv = o.einsum("bm,bmn->bn", v, Jr)
+            S = d2 * Jv * Jv + d1 * S
+            Jr = d1[:, None] * Jr
+    return z, Jr, S
+
+
 def mlp_slope(layers, activation: Activation, z):
     """An MLP of one input: its value (B, o) and derivative along the input (B, o) at ``z``
     (B, 1), the derivative propagated forward beside the value (``da = W dz``, ``dz = s'(a)

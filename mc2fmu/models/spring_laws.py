@@ -29,8 +29,9 @@ chart and to the states the training visited; the element-space law is the same 
 the mechanism goes, and its C form needs no network gradient.
 
 Evaluation is written once for numpy and torch (the same arithmetic in training, ``simulate``,
-the ONNX graphs), runs on CasADi's symbols (the CasADi export) and is traced into expressions
-(:func:`traced`) that the native FMU's C and the Modelica model print.
+the ONNX graphs), runs on CasADi's symbols (the CasADi export) and on object arrays of
+expressions (the Modelica export's reduced dynamics), and is traced into expressions
+(:func:`traced`) that the native FMU's C prints.
 """
 
 from __future__ import annotations

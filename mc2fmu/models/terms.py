@@ -194,8 +194,8 @@ def active_terms(library) -> "TermLibrary | None":
 def traced(library, dof: int, n_u: int, names: tuple[str, str, str] = ("q", "qd", "u")) -> list:
     """``Xi^T lambda(q, qd, u)`` as expressions (:mod:`mc2fmu.models.expr`) of the leaves
     ``q[i]``, ``qd[i]``, ``u[j]`` (named ``names``), one per coordinate: :func:`identified_force`
-    itself traced through numpy object arrays, which the native FMU's C and the Modelica model
-    print."""
+    itself traced through numpy object arrays, which the native FMU's C prints (the Modelica
+    export traces it inside :func:`mc2fmu.models.manifold.reduced_force`)."""
     from . import expr
 
     def row(name: str, n: int) -> np.ndarray:

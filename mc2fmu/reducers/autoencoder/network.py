@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ...models.manifold import get_activation, mlp
+from ...models.mlp import mlp_jv
 
 Tensor = torch.Tensor
 
@@ -44,19 +45,10 @@ class MLP(nn.Module):
         """Propagate value (B, n), Jacobian (B, n, m) and the second derivative along ``v``
         (B, m), ``S = H : v v`` (B, n), given the input's ``Jz`` and ``Sz``.  What the dynamics
         need at one known velocity (the training loss) without the whole Hessian: one row per
-        sample instead of ``m (m + 1) / 2``."""
-        J = Jz.transpose(1, 2)
-        layers = self.weights()
-        for k, (W, b) in enumerate(layers):
-            z = torch.addmm(b, z, W.T)
-            J = J @ W.T
-            Sz = Sz @ W.T
-            if k < len(layers) - 1:
-                z, d1, d2 = self.act.all(z)
-                Jv = torch.einsum("bm,bmn->bn", v, J)
-                Sz = d2 * Jv * Jv + d1 * Sz
-                J = d1[:, None] * J
-        return z, J.transpose(1, 2), Sz
+        sample instead of ``m (m + 1) / 2``.  The run-time model's :func:`mlp_jv` (the Modelica
+        export traces it), on the Jacobian's rows."""
+        z, Jr, Sz = mlp_jv(self.weights(), self.act, z, Jz.transpose(1, 2), Sz, v)
+        return z, Jr.transpose(1, 2), Sz
 
 
 def packed_jh(layers, activation, z: Tensor, Jz: Tensor, Hz: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
