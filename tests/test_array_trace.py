@@ -111,3 +111,11 @@ def test_the_tracer_refuses_what_it_cannot_print():
         a * float("nan")
     with pytest.raises(ValueError, match="batch of one"):
         Arr(prog, (2, 3), name="b")
+    with pytest.raises(ValueError, match="mismatched shapes"):
+        Arr.array_ops.affine(a, np.ones((2, 4)), np.zeros(2))
+    with pytest.raises(ValueError, match="mismatched shapes"):
+        Arr.array_ops.einsum("bm,bmn->bn", prog.input("v", 2), prog.input("J", 3, 4))
+    with pytest.raises(ValueError, match="number 0"):
+        a / 0
+    with pytest.raises(TypeError):  # numpy's arrays do not take traced operands (an object array of them)
+        a * np.ones((1, 3))

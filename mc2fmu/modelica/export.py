@@ -284,6 +284,9 @@ def _decoder(src: _Source, art, model) -> None:
             f += 1
     # the output layer with the de-normalisation folded in: x = x_mean + S (W_L z + b_L)
     layers = list(zip(Ws[:-1], bs[:-1])) + [(model.x_scale[:, None] * Ws[-1], model.x_mean + model.x_scale * bs[-1])]
+    if not all(np.isfinite(W).all() and np.isfinite(b).all() for W, b in layers):
+        raise ExportError(f"{art.path}: the decoder's weights with the output scaling folded in are not finite; "
+                          "the model cannot be written as Modelica")
     prog = Program("mc2fmu_n")
     for k, (W, b) in enumerate(layers):
         last = k == len(layers) - 1

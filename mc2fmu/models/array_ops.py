@@ -79,8 +79,13 @@ def _is_casadi(v) -> bool:
     return type(v).__module__.startswith("casadi")
 
 
+def _is_node(v) -> bool:
+    # an expression node of mc2fmu.models.expr (which imports this module: known by its methods)
+    return hasattr(v, "select_of")
+
+
 def _number(v) -> float:
-    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+    if isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
         return float(v)
     raise TypeError(f"an object array holds {type(v).__name__}: expression nodes, CasADi's scalars or numbers only")
 
@@ -96,12 +101,24 @@ def _object_softplus(a):
 
 
 def _object_sigmoid(a):
-    # per entry: CasADi's (no exp overflow far below 0), else numpy's formula on the node or number
-    return np.frompyfunc(lambda v: _casadi().sigmoid(v) if _is_casadi(v) else 1.0 / (1.0 + np.exp(-v)), 1, 1)(a)
+    # per entry: an expression node's as numpy's formula (a node of each operation), CasADi's (no exp
+    # overflow far below 0), a number's by tanh (no overflow either)
+    def one(v):
+        if _is_node(v):
+            return 1.0 / (1.0 + np.exp(-v))
+        return _casadi().sigmoid(v) if _is_casadi(v) else float(0.5 * (1.0 + np.tanh(0.5 * _number(v))))
+
+    return np.frompyfunc(one, 1, 1)(a)
 
 
 def _object_abs(a):
-    return np.frompyfunc(lambda v: _casadi().abs(v) if _is_casadi(v) else abs(v), 1, 1)(a)
+    # per entry: an expression node's own |a|, CasADi's, a number's
+    def one(v):
+        if _is_node(v):
+            return abs(v)
+        return _casadi().abs(v) if _is_casadi(v) else abs(_number(v))
+
+    return np.frompyfunc(one, 1, 1)(a)
 
 
 def _object_maximum(a, b):

@@ -15,7 +15,9 @@ namespace :data:`ARRAY_OPS`) and Python's operators:
   ``tanh``, ``exp``, ``log``, ``sigmoid``, ``softplus``: kept as a formula per entry until an
   array operation or the caller needs the array, then one ``for`` loop (over the last axis,
   one statement per leading index: pymoca 0.12 compiles no nested loops).  The functions'
-  results are named at once (a ``tanh`` is evaluated once however often its value is read).
+  results are named at once (a ``tanh`` is evaluated once however often its value is read);
+  arithmetic formulas are inlined where they are read, not shared (right for a network's
+  few element-wise steps, not for a long chain of them).
 
 The Modelica written keeps to the export's subset (docs/modelica.md): a quotient is ``a *
 b^(-1)``, the softplus threshold an if-expression in ``noEvent``.  Arrays carry their leading
@@ -71,21 +73,23 @@ class Program:
 
     def constant(self, value: np.ndarray, description: str, name: str | None = None) -> str:
         """The name of a parameter array holding ``value`` (one per array object)."""
-        key = id(value)
-        if key in self._constants and self._constants[key][0] is value:
+        key, original = id(value), value
+        if key in self._constants and self._constants[key][0] is original:
             return self._constants[key][1]
         value = np.asarray(value, dtype=np.float64)
         name = name or self.fresh()
         self.parameters.append((name, "[" + ", ".join(map(str, value.shape)) + "]", _array_literal(value), description))
-        self._constants[key] = (value, name)
+        self._constants[key] = (original, name)  # held, so its id is not reused during the trace
         return name
 
     def named(self, a: "Arr", name: str | None = None, description: str = "a traced array") -> "Arr":
         """``a`` as a declared variable (``name``, or a fresh one), its loop written if it was a formula."""
         if a.name is not None and name is None:
             return a
-        name = name or self.fresh()
         dims = a.shape[1:]
+        if not dims:
+            raise ValueError("a traced array needs an axis after the batch axis (a value per sample is shape (1, 1))")
+        name = name or self.fresh()
         self.variables.append((name, "[" + ", ".join(map(str, dims)) + "]", description))
         if a.name is not None:  # a declared array under a new name
             self.equations.append(f"{name} = {a.name};")
@@ -106,7 +110,7 @@ class Arr:
     a formula ``elem(index)`` per entry (the index without the batch axis, 1-based numbers or
     the loop variable's name)."""
 
-    __array_priority__ = 1000  # numpy's operators defer to this class's
+    __array_ufunc__ = None  # numpy's operators and functions defer to this class's (or refuse)
 
     def __init__(self, prog: Program, shape: tuple[int, ...], name: str | None = None,
                  elem: Callable[[tuple], str] | None = None):
@@ -135,6 +139,8 @@ class Arr:
             shape = (1, *np.broadcast_shapes(self.shape[1:], other.shape[1:]))
             a, b = self._entry(shape[1:]), other._entry(shape[1:])
         elif isinstance(other, (int, float, np.floating, np.integer)) and not isinstance(other, bool):
+            if other == 0 and fmt.endswith("^(-1))") and not swap:
+                raise ValueError("a traced array divided by the number 0")
             shape, a, lit = self.shape, self._entry(self.shape[1:]), _literal(other)
             b = lambda ix: lit  # noqa: E731
         else:
@@ -192,8 +198,15 @@ def _matrix(prog: Program, shape: tuple[int, ...], rhs: str, description: str) -
     return Arr(prog, shape, name=name)
 
 
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise ValueError(f"a traced array operation got mismatched shapes: {what}")
+
+
 def _affine(z: Arr, W, b) -> Arr:
     W = np.asarray(W)
+    _check(z.ndim == 2 and W.ndim == 2 and W.shape[1] == z.shape[1] and np.shape(b) == (W.shape[0],),
+           f"affine of {z.shape} with W {W.shape}, b {np.shape(b)}")
     z = z.prog.named(z)
     Wn = z.prog.constant(W, f"weights ({W.shape[0]} x {W.shape[1]})")
     bn = z.prog.constant(b, "biases")
@@ -203,6 +216,7 @@ def _affine(z: Arr, W, b) -> Arr:
 def _linear(T: Arr, W) -> Arr:
     """``T W^T`` over ``T``'s last axis: a row (1, k) or rows (1, m, k)."""
     W = np.asarray(W)
+    _check(W.ndim == 2 and W.shape[1] == T.shape[-1], f"linear map of {T.shape} with W {W.shape}")
     T = T.prog.named(T)
     Wn = T.prog.constant(W, f"weights ({W.shape[0]} x {W.shape[1]})")
     if T.ndim == 2:
@@ -215,12 +229,15 @@ def _linear(T: Arr, W) -> Arr:
 def _einsum(spec: str, *args: Arr) -> Arr:
     if spec.replace(" ", "") != "bm,bmn->bn":
         raise NotImplementedError(f"a traced einsum is 'bm,bmn->bn' only, not {spec!r}")
+    _check(len(args) == 2 and args[0].ndim == 2 and args[1].ndim == 3 and args[0].shape[1] == args[1].shape[1],
+           f"'bm,bmn->bn' of {[a.shape for a in args]}")
     v, J = (a.prog.named(a) for a in args)
     return _matrix(J.prog, (1, J.shape[2]), f"transpose({J.name}) * {v.name}", "rows times a vector")
 
 
 def _swap(T: Arr) -> Arr:
     """The last two axes transposed (1, a, b) -> (1, b, a), as a formula."""
+    _check(T.ndim == 3, f"swap of {T.shape} (rows of two axes after the batch)")
     return Arr(T.prog, (1, T.shape[2], T.shape[1]), elem=lambda ix: T.elem((ix[1], ix[0])))
 
 
