@@ -121,7 +121,7 @@ def applied_force(f_g, f_B, f_C, x, u):
     if n_u and getattr(x, "dtype", None) == object:
         # traced (printed code, CasADi's scalars): f_C[i] x over its nonzero entries only, a
         # torque's few per row instead of n per row (n^2 per input: 1e6 nodes for 81 bodies)
-        f = f + np.zeros(f.shape, dtype=object)
+        f = np.array(f, dtype=object)  # a copy its entries are written into
         for i in range(n_u):
             for r, k in zip(*np.nonzero(f_C[i])):
                 f[:, r] = f[:, r] + u[:, i] * (f_C[i, r, k] * x[:, k])

@@ -109,8 +109,8 @@ def mlp_jv(layers, activation: Activation, z, Jr, S, v):
     second derivative ``S = (d2z/dq2) : v v`` (B, n), ``v`` (B, m): what the dynamics need at
     one velocity without the whole Hessian (one row per sample instead of ``m (m + 1) / 2``):
 
-    * affine layer  ``a = W z + b``:  ``Ja = W J``, ``Sa = W S``;
-    * activation    ``z = s(a)``:     ``J = s'(a) Ja``, ``S = s''(a) (Ja v)^2 + s'(a) Sa``.
+    * affine layer  ``a = W z + b``:  ``Ja = J W^T`` (rows), ``Sa = W S``;
+    * activation    ``z = s(a)``:     ``J = s'(a) Ja`` (per column), ``S = s''(a) (v^T Ja)^2 + s'(a) Sa``.
 
     Training's loss runs it on torch tensors (``network.MLP.forward_jv``), the Modelica export
     on traced arrays (:mod:`mc2fmu.models.array_trace`), numpy on arrays."""

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ...models.manifold import get_activation, mlp
-from ...models.mlp import mlp_jv
+from ...models.mlp import get_activation, mlp, mlp_jv
 
 Tensor = torch.Tensor
 
